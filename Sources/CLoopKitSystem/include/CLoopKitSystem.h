@@ -1,0 +1,36 @@
+#ifndef CLOOPKIT_SYSTEM_H
+#define CLOOPKIT_SYSTEM_H
+
+// The system calls LoopKit needs that Swift's Glibc module does not export. Each wrapper is a thin inline
+// call; errno is left as the call set it, for the Swift side to read.
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <poll.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// ppoll(2) with a relative timeout in nanoseconds; a negative timeout waits until a descriptor is ready.
+/// On systems without ppoll, poll(2) with the timeout rounded up to a whole millisecond (never early).
+int cloopkit_poll_ns(struct pollfd *fds, unsigned long count, int64_t timeout_ns);
+
+/// pipe2(2) with O_NONBLOCK | O_CLOEXEC on both ends (pipe + fcntl where pipe2 does not exist).
+int cloopkit_pipe_nonblocking(int fds[2]);
+
+/// Whether the calling thread is the process's main thread.
+bool cloopkit_is_main_thread(void);
+
+/// Names the calling thread (pthread_setname_np(3)); `name` is truncated to what the system allows.
+void cloopkit_set_thread_name(const char *name);
+
+/// Lowers the calling thread's timer slack to `nanoseconds` (prctl(PR_SET_TIMERSLACK)); 0 where unsupported.
+int cloopkit_set_timer_slack(unsigned long nanoseconds);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,46 @@
+import Synchronization
+
+/// The loop an item belongs to: set by the item's first `add`, weakly held, readable from any thread.
+///
+/// An item serves one loop at a time (as a CFRunLoopTimer does); once that loop is gone it may join another.
+final class LoopLink: Sendable {
+    private struct Target {
+        weak var loop: Loop?
+    }
+
+    private let target = Mutex(Target())
+
+    /// The loop the item belongs to, if it was added to one that still exists.
+    var loop: Loop? {
+        self.target.withLock { $0.loop }
+    }
+
+    /// Ties the item to `loop`.
+    ///
+    /// - Precondition: The item does not belong to another live loop.
+    func bind(to loop: Loop, kind: String, call: StaticString) {
+        self.target.withLock { target in
+            if let current = target.loop {
+                precondition(current === loop, "\(call): this \(kind) already belongs to another loop")
+            } else {
+                target.loop = loop
+            }
+        }
+    }
+}
+
+/// What the loop needs from every item it keeps in modes. Loop thread only, except `isValid` and `link`.
+protocol LoopItem: AnyObject {
+    /// The type's public name, for precondition messages.
+    static var kind: String { get }
+    var link: LoopLink { get }
+    var isValid: Bool { get }
+    /// The modes of its loop the item is in (never `common`). Loop thread only.
+    var modes: Set<LoopMode> { get set }
+    /// Order of first addition to the loop: breaks ties between equal `order`s and fire dates. Loop thread only.
+    var sequence: UInt64 { get set }
+    /// Puts the item into `items`, whose mode the item has just joined.
+    func attach(to items: ModeItems, loop: Loop)
+    /// Takes the item out of `items`, whose mode the item has just left.
+    func detach(from items: ModeItems, loop: Loop)
+}

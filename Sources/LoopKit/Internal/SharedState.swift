@@ -1,0 +1,51 @@
+/// The modes a queued block may run in.
+enum BlockModes: Sendable {
+    case one(LoopMode)
+    case several([LoopMode])
+
+    /// Whether a block queued for these modes runs while the loop runs `mode`, given the loop's common set.
+    func admit(_ mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {
+        switch self {
+        case .one(let queued):
+            return queued == mode || (queued == .common && commonModes.contains(mode))
+        case .several(let queued):
+            return queued.contains { $0 == mode || ($0 == .common && commonModes.contains(mode)) }
+        }
+    }
+}
+
+/// A block waiting for a drain point.
+struct QueuedBlock: Sendable {
+    let modes: BlockModes
+    let body: @Sendable () -> Void
+}
+
+/// The part of a loop that other threads touch, guarded by `Loop.shared`.
+///
+/// Every mutation that gives the loop work returns whether the caller must write to the wake-up pipe: only the first
+/// since the loop last drained the pipe does (NIO's pending-wake flag, libuv's `async` pending bit).
+struct SharedState {
+    /// A byte is in the wake-up pipe, or is about to be written: further wake-ups need no write.
+    var isWakeupPending = false
+    /// Blocks from `perform`, in FIFO order.
+    var blocks: [QueuedBlock] = []
+    /// Item changes made off the loop's thread, applied by the loop at its next pass.
+    var controlMessages: [@Sendable () -> Void] = []
+    /// Sources signalled since the loop last looked, first signalled first.
+    var signalledSources: [LoopSource] = []
+    /// How many `run` calls are on the loop thread's stack.
+    var runDepth = 0
+    /// `stop()` was called while a run was active; the innermost run (at its next check) takes it.
+    var isStopRequested = false
+    /// The thread helper is shutting the loop down: every run returns `stopped` from now on (sticky).
+    var isShutDown = false
+    /// The thread helper has finished: no block queued from now on would ever run.
+    var hasEnded = false
+
+    /// Marks a wake-up as pending. Returns `true` when the caller must write the byte.
+    mutating func requestWakeup() -> Bool {
+        if self.isWakeupPending { return false }
+        self.isWakeupPending = true
+        return true
+    }
+}

@@ -1,0 +1,169 @@
+/// One scheduled fire of a timer in one mode's queue.
+///
+/// Entries are never updated in place: rescheduling a timer bumps its `generation` and pushes fresh entries, and an
+/// entry whose generation no longer matches (or whose timer left the mode or was invalidated) is stale and is
+/// dropped when it reaches the top. That keeps insertion and removal O(log n) for a timer in several modes.
+struct TimerEntry {
+    var deadline: UInt64
+    var sequence: UInt64
+    var generation: UInt64
+    var tolerance: UInt64
+    let timer: LoopTimer
+
+    @inline(__always)
+    static func precedes(_ lhs: TimerEntry, _ rhs: TimerEntry) -> Bool {
+        (lhs.deadline, lhs.sequence) < (rhs.deadline, rhs.sequence)
+    }
+}
+
+/// A binary min-heap of timer entries ordered by `(deadline, sequence)`: equal deadlines fire in the order the
+/// timers were added. Loop thread only.
+struct TimerQueue {
+    private(set) var entries: [TimerEntry] = []
+
+    var isEmpty: Bool { self.entries.isEmpty }
+    var count: Int { self.entries.count }
+
+    /// The earliest entry, live or stale.
+    ///
+    /// - Complexity: O(1).
+    var first: TimerEntry? { self.entries.first }
+
+    /// - Complexity: O(log *n*).
+    mutating func insert(_ entry: TimerEntry) {
+        self.entries.append(entry)
+        self.siftUp(self.entries.count - 1)
+    }
+
+    /// - Complexity: O(log *n*).
+    @discardableResult
+    mutating func removeFirst() -> TimerEntry {
+        precondition(!self.entries.isEmpty, "LoopKit bug: removeFirst on an empty timer queue")
+        let first = self.entries[0]
+        let last = self.entries.removeLast()
+        if !self.entries.isEmpty {
+            self.entries[0] = last
+            self.siftDown(0)
+        }
+        return first
+    }
+
+    /// Drops stale entries from the top, so that `first` is live or the queue is empty.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* stale entries on top.
+    mutating func dropStaleTop(isLive: (TimerEntry) -> Bool) {
+        while let first = self.entries.first, !isLive(first) {
+            self.removeFirst()
+        }
+    }
+
+    /// Rebuilds the heap from its live entries.
+    ///
+    /// - Complexity: O(*n*).
+    mutating func compact(isLive: (TimerEntry) -> Bool) {
+        self.entries.removeAll { !isLive($0) }
+        var index = self.entries.count / 2
+        while index > 0 {
+            index -= 1
+            self.siftDown(index)
+        }
+    }
+
+    /// The instant to wake for the earliest timers, delayed within their tolerances to serve several at once.
+    ///
+    /// The latest allowed wake is the smallest `deadline + tolerance` among the timers due before it; waking at the
+    /// latest deadline that is not after that instant serves all of them with one wake-up and makes none of them
+    /// later than its tolerance allows. Only entries with deadlines inside the window are visited (a heap subtree
+    /// whose root is past the window is skipped), at most `budget` of them; past the budget, the earliest deadline
+    /// is returned, which is always correct, merely uncoalesced.
+    ///
+    /// - Precondition: `dropStaleTop(isLive:)` was called, so the first entry is live.
+    /// - Complexity: O(*k*), *k* ≤ `budget` entries inside the tolerance window.
+    func coalescedWakeTime(budget: Int = 64, isLive: (TimerEntry) -> Bool) -> UInt64? {
+        guard let first = self.entries.first else { return nil }
+        var windowEnd = first.deadline.addingClamped(first.tolerance)
+        if windowEnd == first.deadline { return first.deadline }
+        var remaining = budget
+        var exhausted = false
+
+        func narrow(_ index: Int) {
+            guard index < self.entries.count, !exhausted else { return }
+            let entry = self.entries[index]
+            guard entry.deadline <= windowEnd else { return }
+            guard remaining > 0 else {
+                exhausted = true
+                return
+            }
+            remaining -= 1
+            if isLive(entry) {
+                windowEnd = min(windowEnd, entry.deadline.addingClamped(entry.tolerance))
+            }
+            narrow(2 * index + 1)
+            narrow(2 * index + 2)
+        }
+        narrow(0)
+        if exhausted { return first.deadline }
+
+        var wake = first.deadline
+        func latestInside(_ index: Int) {
+            guard index < self.entries.count else { return }
+            let entry = self.entries[index]
+            guard entry.deadline <= windowEnd else { return }
+            if entry.deadline > wake, isLive(entry) {
+                wake = entry.deadline
+            }
+            latestInside(2 * index + 1)
+            latestInside(2 * index + 2)
+        }
+        latestInside(0)
+        return wake
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var child = start
+        let entry = self.entries[child]
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard TimerEntry.precedes(entry, self.entries[parent]) else { break }
+            self.entries[child] = self.entries[parent]
+            child = parent
+        }
+        self.entries[child] = entry
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        let count = self.entries.count
+        var parent = start
+        let entry = self.entries[parent]
+        while true {
+            let left = 2 * parent + 1
+            guard left < count else { break }
+            let right = left + 1
+            var child = left
+            if right < count, TimerEntry.precedes(self.entries[right], self.entries[left]) {
+                child = right
+            }
+            guard TimerEntry.precedes(self.entries[child], entry) else { break }
+            self.entries[parent] = self.entries[child]
+            parent = child
+        }
+        self.entries[parent] = entry
+    }
+
+    /// Checks the heap property (debug builds only).
+    func checkInvariants() {
+        #if DEBUG
+        for index in 1..<max(self.entries.count, 1) {
+            let parent = (index - 1) / 2
+            assert(!TimerEntry.precedes(self.entries[index], self.entries[parent]), "timer heap out of order at \(index)")
+        }
+        #endif
+    }
+}
+
+extension UInt64 {
+    func addingClamped(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = self.addingReportingOverflow(other)
+        return overflow ? .max : sum
+    }
+}

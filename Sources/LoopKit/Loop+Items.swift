@@ -1,0 +1,252 @@
+/// Adding items to modes, removing them, and the common modes.
+///
+/// `add`, `remove` and `addCommonMode` are safe from any thread: on the loop's thread they take effect at once,
+/// elsewhere at the loop's next pass, and the call wakes the loop so that this is promptly. Adding an item twice to
+/// a mode, or removing it from a mode it is not in, does nothing. Adding to `.common` adds to every mode of the
+/// common set, now and later; removing from `.common` removes from all of them.
+extension Loop {
+    // MARK: Timers
+
+    /// Schedules `timer` to fire while the loop runs `mode`. Any thread.
+    ///
+    /// The first addition to a loop fixes an interval timer's first fire date at `now + interval`. A timer in several
+    /// modes fires once per slot.
+    ///
+    /// - Precondition: `timer` is valid and belongs to no other loop.
+    /// - Complexity: O(log *n*) for *n* timers in the mode.
+    public func add(_ timer: LoopTimer, forMode mode: LoopMode) {
+        self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)")
+    }
+
+    /// Removes `timer` from `mode`; it stays valid and in its other modes. Any thread.
+    ///
+    /// - Complexity: amortized O(log *n*): the queue entry is dropped when it surfaces.
+    public func remove(_ timer: LoopTimer, forMode mode: LoopMode) {
+        self.removeItem(timer, from: mode)
+    }
+
+    /// Whether `timer` is in `mode` (for `.common`: in the common items). Loop thread.
+    @available(*, noasync)
+    public func contains(_ timer: LoopTimer, inMode mode: LoopMode) -> Bool {
+        self.containsItem(timer, in: mode)
+    }
+
+    // MARK: Signalled sources
+
+    /// Adds `source` to `mode`, calling its `schedule` callback. Any thread.
+    ///
+    /// - Precondition: `source` is valid and belongs to no other loop.
+    public func add(_ source: LoopSource, forMode mode: LoopMode) {
+        self.addItem(source, to: mode, call: "Loop.add(_:forMode:)")
+    }
+
+    /// Removes `source` from `mode`, calling its `cancel` callback. Any thread.
+    public func remove(_ source: LoopSource, forMode mode: LoopMode) {
+        self.removeItem(source, from: mode)
+    }
+
+    /// Whether `source` is in `mode`. Loop thread.
+    @available(*, noasync)
+    public func contains(_ source: LoopSource, inMode mode: LoopMode) -> Bool {
+        self.containsItem(source, in: mode)
+    }
+
+    // MARK: Descriptor sources
+
+    /// Starts watching `source`'s descriptor while the loop runs `mode`. Any thread.
+    ///
+    /// - Precondition: `source` is valid and belongs to no other loop.
+    public func add(_ source: LoopDescriptorSource, forMode mode: LoopMode) {
+        self.addItem(source, to: mode, call: "Loop.add(_:forMode:)")
+    }
+
+    /// Stops watching `source` in `mode`. Any thread.
+    public func remove(_ source: LoopDescriptorSource, forMode mode: LoopMode) {
+        self.removeItem(source, from: mode)
+    }
+
+    /// Whether `source` is in `mode`. Loop thread.
+    @available(*, noasync)
+    public func contains(_ source: LoopDescriptorSource, inMode mode: LoopMode) -> Bool {
+        self.containsItem(source, in: mode)
+    }
+
+    // MARK: Observers
+
+    /// Calls `observer` while the loop runs `mode`. Observers do not keep a mode alive. Any thread.
+    ///
+    /// - Precondition: `observer` is valid and belongs to no other loop.
+    public func add(_ observer: LoopObserver, forMode mode: LoopMode) {
+        self.addItem(observer, to: mode, call: "Loop.add(_:forMode:)")
+    }
+
+    /// Stops calling `observer` in `mode`. Any thread.
+    public func remove(_ observer: LoopObserver, forMode mode: LoopMode) {
+        self.removeItem(observer, from: mode)
+    }
+
+    /// Whether `observer` is in `mode`. Loop thread.
+    @available(*, noasync)
+    public func contains(_ observer: LoopObserver, inMode mode: LoopMode) -> Bool {
+        self.containsItem(observer, in: mode)
+    }
+
+    // MARK: Modes
+
+    /// The modes that `.common` stands for: `default` and `tracking` from the start, plus those added. Loop thread.
+    @available(*, noasync)
+    public var commonModes: Set<LoopMode> {
+        self.preconditionIsCurrent("Loop.commonModes")
+        return self.commonModeSet
+    }
+
+    /// Adds `mode` to the common set, and every item already in `.common` to `mode` (back-fill). Any thread.
+    ///
+    /// - Precondition: `mode` is not `.common`.
+    public func addCommonMode(_ mode: LoopMode) {
+        precondition(mode != .common, "Loop.addCommonMode(_:): `common` cannot be a member of itself")
+        self.onLoopThread {
+            guard self.commonModeSet.insert(mode).inserted else { return }
+            for item in self.commonItems {
+                self.attach(item, toRealMode: mode)
+            }
+        }
+    }
+
+    /// The mode of the innermost active `run` call, or `nil` when the loop is not running. Loop thread.
+    @available(*, noasync)
+    public var currentMode: LoopMode? {
+        self.preconditionIsCurrent("Loop.currentMode")
+        return self.runningModes.last
+    }
+
+    /// Every mode that holds something or was run, `.common` excluded. Loop thread.
+    @available(*, noasync)
+    public var allModes: Set<LoopMode> {
+        self.preconditionIsCurrent("Loop.allModes")
+        return Set(self.modeItemsByMode.keys).union(self.commonModeSet)
+    }
+
+    // MARK: Internals (loop thread unless noted)
+
+    func modeItems(for mode: LoopMode) -> ModeItems {
+        if let items = self.modeItemsByMode[mode] {
+            return items
+        }
+        let items = ModeItems(mode: mode)
+        self.modeItemsByMode[mode] = items
+        return items
+    }
+
+    /// Any thread.
+    func addItem<Item: LoopItem & Sendable>(_ item: Item, to mode: LoopMode, call: StaticString) {
+        precondition(item.isValid, "\(call): the \(Item.kind) was invalidated; an invalid item cannot be added")
+        item.link.bind(to: self, kind: Item.kind, call: call)
+        self.onLoopThread {
+            self.attach(item, to: mode)
+        }
+    }
+
+    /// Any thread.
+    func removeItem<Item: LoopItem & Sendable>(_ item: Item, from mode: LoopMode) {
+        guard item.link.loop === self else { return }
+        self.onLoopThread {
+            self.detach(item, from: mode)
+        }
+    }
+
+    func containsItem(_ item: any LoopItem, in mode: LoopMode) -> Bool {
+        self.preconditionIsCurrent("Loop.contains(_:inMode:)")
+        if mode == .common {
+            return self.commonItems.contains { $0 === item }
+        }
+        return item.modes.contains(mode)
+    }
+
+    func attach(_ item: any LoopItem, to mode: LoopMode) {
+        guard item.isValid else { return }  // invalidated before a cross-thread add arrived
+        if item.sequence == 0 {
+            self.lastSequence += 1
+            item.sequence = self.lastSequence
+        }
+        guard mode == .common else {
+            self.attach(item, toRealMode: mode)
+            return
+        }
+        if !self.commonItems.contains(where: { $0 === item }) {
+            self.commonItems.append(item)
+        }
+        for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) {
+            self.attach(item, toRealMode: commonMode)
+        }
+    }
+
+    func attach(_ item: any LoopItem, toRealMode mode: LoopMode) {
+        guard item.isValid, item.modes.insert(mode).inserted else { return }
+        item.attach(to: self.modeItems(for: mode), loop: self)
+    }
+
+    func detach(_ item: any LoopItem, from mode: LoopMode) {
+        guard mode == .common else {
+            self.detach(item, fromRealMode: mode)
+            return
+        }
+        self.commonItems.removeAll { $0 === item }
+        for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) {
+            self.detach(item, fromRealMode: commonMode)
+        }
+    }
+
+    func detach(_ item: any LoopItem, fromRealMode mode: LoopMode) {
+        guard item.modes.remove(mode) != nil else { return }
+        item.detach(from: self.modeItems(for: mode), loop: self)
+    }
+
+    /// Removes an invalidated item from every mode. Any thread.
+    func detachEverywhere<Item: LoopItem & Sendable>(_ item: Item) {
+        self.onLoopThread {
+            self.commonItems.removeAll { $0 === item }
+            for mode in item.modes.sorted(by: { $0.name < $1.name }) {
+                self.detach(item, fromRealMode: mode)
+            }
+        }
+    }
+
+    /// Queues fresh entries for `timer`'s current fire date in each of its modes. Any thread.
+    func rescheduleTimer(_ timer: LoopTimer) {
+        self.onLoopThread {
+            self.requeue(timer)
+        }
+    }
+
+    func requeue(_ timer: LoopTimer) {
+        timer.generation &+= 1
+        guard let entry = timer.makeEntry() else { return }
+        for mode in timer.modes {
+            self.modeItems(for: mode).timers.insert(entry)
+        }
+    }
+
+    /// Whether a queue entry still stands for its timer's next fire in `mode`.
+    static func isLive(_ entry: TimerEntry, in mode: LoopMode) -> Bool {
+        entry.generation == entry.timer.generation && entry.timer.modes.contains(mode)
+    }
+
+    /// Rebuilds a mode's timer queue once stale entries outnumber live ones, bounding its memory.
+    func compactIfMostlyStale(_ items: ModeItems) {
+        guard items.timers.count > 64, items.timers.count > 2 * items.timerCount else { return }
+        let mode = items.mode
+        items.timers.compact { Loop.isLive($0, in: mode) }
+    }
+
+    /// Notes that `source` was signalled, and wakes the loop. Any thread.
+    func sourceWasSignalled(_ source: LoopSource) {
+        let mustWrite = self.shared.withLock { state -> Bool in
+            state.signalledSources.append(source)
+            return state.requestWakeup()
+        }
+        if mustWrite {
+            self.wakeup.notify()
+        }
+    }
+}

@@ -1,0 +1,71 @@
+/// Blocks: closures queued to run on the loop's thread in chosen modes.
+extension Loop {
+    /// Queues `block` to run on the loop's thread the next time the loop drains blocks in the default mode. Any thread.
+    ///
+    /// Blocks run in FIFO order at fixed points of a pass; a block queued while a drain is running waits for the next
+    /// drain point. Unlike CF, this wakes a sleeping loop. Pending blocks keep their mode alive.
+    ///
+    /// - Precondition: The loop's `LoopThread` has not ended (its blocks would never run).
+    /// - Complexity: O(1) amortized; one wake-up write at most per drain, however many blocks are queued.
+    public func perform(_ block: @escaping @Sendable () -> Void) {
+        self.enqueue(QueuedBlock(modes: .one(.default), body: block))
+    }
+
+    /// Queues `block` to run in any of `modes` (`.common` stands for the common modes at the time it runs). Any thread.
+    ///
+    /// - Precondition: `modes` is not empty; the loop's `LoopThread` has not ended.
+    public func perform(inModes modes: [LoopMode], _ block: @escaping @Sendable () -> Void) {
+        precondition(!modes.isEmpty, "Loop.perform(inModes:_:): the list of modes is empty, so the block could never run")
+        let queued = modes.count == 1 ? BlockModes.one(modes[0]) : BlockModes.several(modes)
+        self.enqueue(QueuedBlock(modes: queued, body: block))
+    }
+
+    private func enqueue(_ block: QueuedBlock) {
+        let mustWrite = self.shared.withLock { state -> Bool in
+            precondition(!state.hasEnded, "Loop.perform: the loop's LoopThread has ended; the block would never run")
+            state.blocks.append(block)
+            return state.requestWakeup()
+        }
+        if mustWrite {
+            self.wakeup.notify()
+        }
+    }
+
+    /// Runs the blocks queued so far that may run in `mode`; later ones wait for the next drain. Loop thread.
+    ///
+    /// - Returns: Whether any block ran.
+    @discardableResult
+    func performBlocks(in mode: LoopMode) -> Bool {
+        let commonModes = self.commonModeSet
+        let runnable = self.shared.withLock { state -> [QueuedBlock] in
+            guard !state.blocks.isEmpty else { return [] }
+            if state.blocks.allSatisfy({ $0.modes.admit(mode, commonModes: commonModes) }) {
+                defer { state.blocks.removeAll(keepingCapacity: false) }
+                return state.blocks
+            }
+            var runnable: [QueuedBlock] = []
+            var waiting: [QueuedBlock] = []
+            for block in state.blocks {
+                if block.modes.admit(mode, commonModes: commonModes) {
+                    runnable.append(block)
+                } else {
+                    waiting.append(block)
+                }
+            }
+            state.blocks = waiting
+            return runnable
+        }
+        for block in runnable {
+            block.body()
+        }
+        return !runnable.isEmpty
+    }
+
+    /// Whether a queued block may run in `mode`. Loop thread.
+    func hasBlocks(for mode: LoopMode) -> Bool {
+        let commonModes = self.commonModeSet
+        return self.shared.withLock { state in
+            state.blocks.contains { $0.modes.admit(mode, commonModes: commonModes) }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+/// Running the loop: the run call, its passes, and the phases of a pass in CF's order.
+extension Loop {
+    /// Runs the loop in `mode` until `deadline`, a stop, or (if asked) a handled source.
+    ///
+    /// Each pass: `beforeTimers`; `beforeSources`, queued blocks, signalled sources, blocks again; then, if nothing
+    /// was handled and the deadline is ahead, `beforeWaiting`, a sleep until a descriptor is ready, the mode's next
+    /// timer is due, the deadline passes or someone wakes the loop, and `afterWaiting`; then due timers, ready
+    /// descriptor sources, and blocks again. `entry` and `exit` bracket the call. A mode with no sources, timers or
+    /// pending blocks returns `.finished` at once, with no observer called. Timers and blocks are not "sources" for
+    /// `returnAfterSourceHandled`; signalled and descriptor sources are. A deadline already reached makes one
+    /// non-blocking pass. The run may be nested inside any callback, in any mode.
+    ///
+    /// - Parameters:
+    ///   - mode: The mode to run; not `.common`.
+    ///   - deadline: When to return `.timedOut`; `.distantFuture` for never.
+    ///   - returnAfterSourceHandled: Return `.handledSource` after the first pass that handled a source.
+    /// - Returns: Why the run ended; see `RunResult` for the precedence.
+    /// - Precondition: Called on the loop's thread; `mode` is not `.common`.
+    @available(*, noasync, message: "run blocks its thread; use a LoopThread")
+    @discardableResult
+    public func run(mode: LoopMode, before deadline: LoopInstant, returnAfterSourceHandled: Bool = false) -> RunResult {
+        self.preconditionIsCurrent("Loop.run(mode:before:)")
+        precondition(mode != .common, "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run; run a real mode such as .default")
+        self.applyControlMessages()
+        if self.isEmpty(mode) {
+            return .finished
+        }
+        let items = self.modeItems(for: mode)
+        self.runningModes.append(mode)
+        self.shared.withLock { $0.runDepth += 1 }
+        defer {
+            self.shared.withLock { $0.runDepth -= 1 }
+            self.runningModes.removeLast()
+        }
+
+        self.notifyObservers(.entry, in: items)
+        var result: RunResult? = self.takeStop() ? .stopped : nil
+        while result == nil {
+            result = self.runPass(in: items, until: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
+        }
+        self.notifyObservers(.exit, in: items)
+        return result!
+    }
+
+    /// Runs the default mode until the loop is stopped or the default mode is finished.
+    ///
+    /// - Returns: `.stopped` when `stop()` ended it, `.finished` when the default mode ran out of sources, timers and
+    ///   blocks (at once if it had none: this never spins on an empty mode).
+    /// - Precondition: Called on the loop's thread.
+    @available(*, noasync, message: "run blocks its thread; use a LoopThread")
+    @discardableResult
+    public func run() -> RunResult {
+        while true {
+            let result = self.run(mode: .default, before: .distantFuture)
+            if result == .stopped || result == .finished {
+                return result
+            }
+        }
+    }
+
+    /// One pass. Returns the run's result, or `nil` to make another pass.
+    private func runPass(in items: ModeItems, until deadline: LoopInstant, returnAfterSourceHandled: Bool) -> RunResult? {
+        let mode = items.mode
+        self.applyControlMessages()
+        self.notifyObservers(.beforeTimers, in: items)
+        self.notifyObservers(.beforeSources, in: items)
+        self.performBlocks(in: mode)
+        var sourceHandled = self.performSignalledSources(in: items)
+        if sourceHandled {
+            self.performBlocks(in: mode)
+        }
+
+        let ready: [(LoopDescriptorSource, DescriptorEvents)]
+        if !sourceHandled && self.clock.now < deadline {
+            self.notifyObservers(.beforeWaiting, in: items)
+            // No user code runs from here until the wait returns.
+            ready = self.waitForWork(in: items, until: deadline, blocking: true)
+            self.notifyObservers(.afterWaiting, in: items)
+        } else {
+            ready = self.waitForWork(in: items, until: deadline, blocking: false)
+        }
+        self.applyControlMessages()
+
+        self.fireDueTimers(in: items, now: self.clock.now)
+        if !ready.isEmpty {
+            sourceHandled = self.performReadyDescriptorSources(ready, in: items) || sourceHandled
+        }
+        self.performBlocks(in: mode)
+
+        if returnAfterSourceHandled && sourceHandled {
+            return .handledSource
+        }
+        if self.clock.now >= deadline {
+            return .timedOut
+        }
+        if self.takeStop() {
+            return .stopped
+        }
+        self.applyControlMessages()
+        if self.isEmpty(mode) {
+            return .finished
+        }
+        return nil
+    }
+
+    /// Whether `mode` has no sources, timers or blocks that could run in it.
+    func isEmpty(_ mode: LoopMode) -> Bool {
+        if let items = self.modeItemsByMode[mode], items.hasSourcesOrTimers {
+            return false
+        }
+        return !self.hasBlocks(for: mode)
+    }
+
+    /// Takes a pending stop (or sees a shutdown, which stays).
+    private func takeStop() -> Bool {
+        self.shared.withLock { state in
+            if state.isShutDown { return true }
+            guard state.isStopRequested else { return false }
+            state.isStopRequested = false
+            return true
+        }
+    }
+
+    // MARK: Phases
+
+    func notifyObservers(_ activity: LoopActivity, in items: ModeItems) {
+        guard !items.observers.isEmpty else { return }
+        let observers = items.observers
+        for observer in observers where observer.activities.contains(activity) && observer.modes.contains(items.mode) {
+            observer.notify(activity)
+        }
+    }
+
+    /// Runs the signalled sources of `items`' mode, lower `order` first, then first signalled first.
+    ///
+    /// - Returns: Whether a source ran.
+    private func performSignalledSources(in items: ModeItems) -> Bool {
+        let signalled = self.shared.withLock { state -> [LoopSource] in
+            guard !state.signalledSources.isEmpty else { return [] }
+            defer { state.signalledSources = [] }
+            return state.signalledSources
+        }
+        guard !signalled.isEmpty else { return false }
+
+        let mode = items.mode
+        var runnable: [(index: Int, source: LoopSource)] = []
+        var elsewhere: [LoopSource] = []
+        for (index, source) in signalled.enumerated() where source.isValid && source.isSignalled {
+            if runnable.contains(where: { $0.source === source }) || elsewhere.contains(where: { $0 === source }) {
+                continue  // signalled again after it was noted, or noted when it joined a mode
+            }
+            if source.modes.contains(mode) {
+                runnable.append((index, source))
+            } else if !source.modes.isEmpty {
+                elsewhere.append(source)  // keeps its signal for a mode the loop will run later
+            }
+        }
+        if !elsewhere.isEmpty {
+            self.shared.withLock { $0.signalledSources.insert(contentsOf: elsewhere, at: 0) }
+        }
+        runnable.sort { ($0.source.order, $0.index) < ($1.source.order, $1.index) }
+
+        var handled = false
+        for (_, source) in runnable where source.isValid && source.isSignalled && source.modes.contains(mode) {
+            source.perform()
+            handled = true
+        }
+        return handled
+    }
+
+    /// Sleeps (or, with `blocking: false`, only looks) until a descriptor of the mode is ready, its next timer is due,
+    /// the deadline passes or the loop is woken.
+    ///
+    /// - Returns: The mode's descriptor sources that have events, in `order`.
+    @inline(never)
+    private func waitForWork(
+        in items: ModeItems,
+        until deadline: LoopInstant,
+        blocking: Bool
+    ) -> [(LoopDescriptorSource, DescriptorEvents)] {
+        self.poller.reset()
+        self.polledSources.removeAll(keepingCapacity: true)
+        self.poller.append(self.wakeup.readEnd, events: .readable)
+        for source in items.descriptorSources where source.isValid {
+            self.poller.append(source.descriptor, events: source.events)
+            self.polledSources.append(source)
+        }
+
+        var readyCount: Int
+        if !blocking {
+            readyCount = self.poller.waitForEvents(timeoutNanoseconds: 0)
+        } else {
+            let wake = min(self.nextTimerWake(in: items) ?? .distantFuture, deadline)
+            self.waiting.store(true, ordering: .releasing)
+            if let manualClock = self.manualClock {
+                // Virtual time: look; if nothing is ready, "sleep" by moving the clock to the wake-up instant.
+                readyCount = self.poller.waitForEvents(timeoutNanoseconds: 0)
+                if readyCount == 0 {
+                    if wake == .distantFuture {
+                        readyCount = self.poller.waitForEvents(timeoutNanoseconds: -1)
+                    } else {
+                        manualClock.advance(to: wake)
+                    }
+                }
+            } else if wake == .distantFuture {
+                readyCount = self.poller.waitForEvents(timeoutNanoseconds: -1)
+            } else {
+                let now = self.clock.now
+                let timeout = wake > now ? Int64(clamping: wake.nanoseconds - now.nanoseconds) : 0
+                readyCount = self.poller.waitForEvents(timeoutNanoseconds: timeout)
+            }
+            self.waiting.store(false, ordering: .releasing)
+        }
+
+        guard readyCount > 0 else { return [] }
+        if !self.poller.events(at: 0).isEmpty {
+            self.wakeup.drain()
+            self.shared.withLock { $0.isWakeupPending = false }  // after the drain: a later wake writes again
+            readyCount -= 1
+        }
+        guard readyCount > 0 else { return [] }
+        var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
+        for index in 1..<self.poller.count {
+            let events = self.poller.events(at: index)
+            if !events.isEmpty {
+                ready.append((self.polledSources[index - 1], events))
+            }
+        }
+        return ready
+    }
+
+    /// The instant to wake for the mode's timers (coalesced within their tolerances), or `nil` without timers.
+    func nextTimerWake(in items: ModeItems) -> LoopInstant? {
+        let mode = items.mode
+        items.timers.dropStaleTop { Loop.isLive($0, in: mode) }
+        return items.timers.coalescedWakeTime { Loop.isLive($0, in: mode) }.map(LoopInstant.init(nanoseconds:))
+    }
+
+    /// Fires every timer of the mode due at `now`, earliest first (equal dates in the order added).
+    ///
+    /// All due timers are taken from the queue before any callback runs, so a timer added or moved by a callback
+    /// waits for the next pass.
+    private func fireDueTimers(in items: ModeItems, now: LoopInstant) {
+        let mode = items.mode
+        guard let first = items.timers.first, first.deadline <= now.nanoseconds else { return }
+        var due: [TimerEntry] = []
+        while let entry = items.timers.first, entry.deadline <= now.nanoseconds {
+            items.timers.removeFirst()
+            // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
+            if Loop.isLive(entry, in: mode) && !entry.timer.isFiring {
+                due.append(entry)
+            }
+        }
+        for entry in due {
+            let timer = entry.timer
+            guard Loop.isLive(entry, in: mode), !timer.isFiring, timer.isValid else { continue }
+            if timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock) {
+                self.requeue(timer)
+            } else {
+                self.detachEverywhere(timer)
+            }
+        }
+        items.timers.checkInvariants()
+    }
+
+    /// Calls the ready descriptor sources in `order`, skipping any that an earlier callback cancelled or removed.
+    ///
+    /// - Returns: Whether a source was called.
+    private func performReadyDescriptorSources(
+        _ ready: [(LoopDescriptorSource, DescriptorEvents)],
+        in items: ModeItems
+    ) -> Bool {
+        var handled = false
+        for (source, events) in ready where source.isValid && source.modes.contains(items.mode) {
+            source.handle(events)
+            handled = true
+            if events.contains(.invalid) {
+                source.cancel()  // the descriptor is closed: reported once, never polled again
+            }
+        }
+        return handled
+    }
+}

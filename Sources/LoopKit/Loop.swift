@@ -1,0 +1,181 @@
+import Synchronization
+
+/// An event loop in the manner of CFRunLoop: modes of sources, timers and observers, run on one thread.
+///
+/// A loop belongs to one thread and runs only while that thread is inside one of its `run` calls. `Loop.current`
+/// is the calling thread's loop, created on first use and released when the thread exits; `Loop.main` is the main
+/// thread's, reachable from any thread. `LoopThread` starts a thread that runs a loop.
+///
+/// Thread rules: `run`, `contains`, `currentMode` and `commonModes` must be called on the loop's thread (anything
+/// else traps with a message that says so). `perform`, `wakeUp`, `stop`, `add`, `remove`, `addCommonMode`,
+/// signalling sources and invalidating items are safe from any thread; an item added from another thread takes
+/// effect at once, since the call wakes the loop.
+// @unchecked Sendable: every `var` below the "Loop thread only" mark is touched only on the loop's thread (checked by
+// `preconditionIsCurrent`); cross-thread state is in `shared` (a Mutex), `waiting` (an Atomic) and `wakeup`.
+public final class Loop: @unchecked Sendable {
+    enum Owner: Equatable {
+        case thread(token: UInt64)
+        case mainThread
+    }
+
+    // MARK: Immutable; readable from any thread
+    let clock: any LoopClock
+    /// Set when `clock` is a manual clock: the loop then advances it instead of sleeping.
+    let manualClock: ManualLoopClock?
+    let wakeup: WakeupPipe
+    private let owner: Owner
+
+    // MARK: Shared with other threads
+    let shared = Mutex(SharedState())
+    let waiting = Atomic<Bool>(false)
+
+    // MARK: Loop thread only
+    var modeItemsByMode: [LoopMode: ModeItems] = [:]
+    var commonModeSet: Set<LoopMode> = [.default, .tracking]
+    var commonItems: [any LoopItem] = []
+    var runningModes: [LoopMode] = []
+    var lastSequence: UInt64 = 0
+    let poller = Poller()
+    var polledSources: [LoopDescriptorSource] = []
+
+    /// A loop owned by the calling thread, reading time from `clock`.
+    ///
+    /// This loop is not the thread's `Loop.current`; it is for tests (with a `ManualLoopClock`) and for code that
+    /// keeps its own loop. Only the calling thread may run it.
+    ///
+    /// - Throws: `SystemCallError` when the wake-up pipe cannot be created (e.g. out of descriptors).
+    public convenience init(clock: any LoopClock = SystemLoopClock()) throws(SystemCallError) {
+        try self.init(clock: clock, owner: .thread(token: ThreadLocal.currentToken))
+    }
+
+    init(clock: any LoopClock, owner: Owner) throws(SystemCallError) {
+        self.clock = clock
+        self.manualClock = clock as? ManualLoopClock
+        self.wakeup = try WakeupPipe()
+        self.owner = owner
+    }
+
+    private static func makeOrTrap(owner: Owner) -> Loop {
+        do {
+            return try Loop(clock: SystemLoopClock(), owner: owner)
+        } catch {
+            preconditionFailure("LoopKit: cannot create a loop: \(error)")
+        }
+    }
+
+    /// The main thread's loop. Any thread may use it; only the main thread may run it.
+    public static let main: Loop = makeOrTrap(owner: .mainThread)
+
+    /// The calling thread's loop, created the first time the thread asks and released when the thread exits.
+    ///
+    /// On the main thread this is `Loop.main`.
+    @available(*, noasync, message: "a task may resume on another thread; use a LoopThread or Loop.main")
+    public static var current: Loop {
+        if let loop = ThreadLocal.threadObject as? Loop {
+            return loop
+        }
+        let loop = ThreadLocal.isMainThread ? Loop.main : makeOrTrap(owner: .thread(token: ThreadLocal.currentToken))
+        ThreadLocal.setThreadObject(loop)
+        return loop
+    }
+
+    private static let mainThreadToken = Atomic<UInt64>(0)
+
+    /// Whether the calling thread is this loop's thread. Any thread; never a false positive.
+    public var isCurrent: Bool {
+        let token = ThreadLocal.currentToken
+        switch self.owner {
+        case .thread(let owner):
+            return token == owner
+        case .mainThread:
+            let known = Loop.mainThreadToken.load(ordering: .relaxed)
+            if known != 0 { return known == token }
+            guard ThreadLocal.isMainThread else { return false }
+            Loop.mainThreadToken.store(token, ordering: .relaxed)
+            return true
+        }
+    }
+
+    /// Traps unless called on the loop's thread, naming `call` in the message.
+    func preconditionIsCurrent(_ call: StaticString, file: StaticString = #fileID, line: UInt = #line) {
+        precondition(self.isCurrent, "\(call) must be called on the loop's own thread", file: file, line: line)
+    }
+
+    /// The loop clock's current instant. Any thread.
+    public var now: LoopInstant {
+        self.clock.now
+    }
+
+    /// Whether the loop is asleep waiting for work (CF's `CFRunLoopIsWaiting`). Any thread; a snapshot.
+    public var isWaiting: Bool {
+        self.waiting.load(ordering: .acquiring)
+    }
+
+    /// Wakes the loop if it is asleep, so that it makes another pass. Any thread.
+    ///
+    /// Wake-ups coalesce: until the loop drains them, further calls make no system call.
+    public func wakeUp() {
+        let mustWrite = self.shared.withLock { $0.requestWakeup() }
+        if mustWrite {
+            self.wakeup.notify()
+        }
+    }
+
+    /// Ends the innermost active `run` call with `.stopped`. Any thread, any callback.
+    ///
+    /// While no `run` call is active this does nothing (as in CF). A stop that arrives while the run is ending for
+    /// another reason (a handled source, its deadline) is kept and ends the next run (the outer one, if nested).
+    public func stop() {
+        let mustWrite = self.shared.withLock { state -> Bool in
+            guard state.runDepth > 0 else { return false }
+            state.isStopRequested = true
+            return state.requestWakeup()
+        }
+        if mustWrite {
+            self.wakeup.notify()
+        }
+    }
+
+    /// Makes every present and future run return `.stopped` (sticky). Any thread. Used by `LoopThread`.
+    func shutDown() {
+        let mustWrite = self.shared.withLock { state -> Bool in
+            state.isShutDown = true
+            return state.requestWakeup()
+        }
+        if mustWrite {
+            self.wakeup.notify()
+        }
+    }
+
+    /// Whether `shutDown()` was called. Any thread.
+    var isShutDown: Bool {
+        self.shared.withLock { $0.isShutDown }
+    }
+
+    /// Runs `body` now if called on the loop's thread, else at the loop's next pass (waking it).
+    func onLoopThread(_ body: @escaping @Sendable () -> Void) {
+        if self.isCurrent {
+            body()
+            return
+        }
+        let mustWrite = self.shared.withLock { state -> Bool in
+            state.controlMessages.append(body)
+            return state.requestWakeup()
+        }
+        if mustWrite {
+            self.wakeup.notify()
+        }
+    }
+
+    /// Applies the item changes that other threads queued. Loop thread.
+    func applyControlMessages() {
+        let messages = self.shared.withLock { state -> [@Sendable () -> Void] in
+            guard !state.controlMessages.isEmpty else { return [] }
+            defer { state.controlMessages = [] }
+            return state.controlMessages
+        }
+        for message in messages {
+            message()
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import Synchronization
+
+/// A source that calls back when a file descriptor is readable and/or writable (CF's version-1 source, for any
+/// descriptor: pipes, sockets, eventfds, terminals).
+///
+/// The loop never reads or writes the descriptor: the handler does. It is level-triggered: while the condition
+/// holds, the handler is called on every pass. All ready sources of the running mode are called in one pass, lower
+/// `order` first. `error` and `hangUp` are always reported. A descriptor closed while its source is live is
+/// reported once as `invalid`, after which the loop cancels the source (so it never spins on a dead descriptor); the
+/// source cannot tell a closed descriptor whose number was reused by a new `open`, so cancel before closing.
+///
+/// `events`, `cancel()` and `isValid` are safe from any thread; the handler runs on the loop's thread. A source
+/// belongs to one loop; the descriptor stays the caller's to close.
+// @unchecked Sendable: `handler` and the `// MARK: Loop thread only` state are touched only on the loop's thread;
+// cross-thread state is atomic.
+public final class LoopDescriptorSource: @unchecked Sendable {
+    /// The watched descriptor.
+    public let descriptor: CInt
+    /// Sorts ready sources within a pass: lower first.
+    public let order: Int
+
+    private let watched: Atomic<UInt8>
+    private let valid = Atomic<Bool>(true)
+    private let handler: (LoopDescriptorSource, DescriptorEvents) -> Void
+    let link = LoopLink()
+
+    // MARK: Loop thread only
+    var modes: Set<LoopMode> = []
+    var sequence: UInt64 = 0
+
+    /// A source on `descriptor`.
+    ///
+    /// - Parameters:
+    ///   - descriptor: Any open descriptor. The source neither reads, writes nor closes it.
+    ///   - events: `.readable`, `.writable`, both, or neither (then only error, hang-up and invalid are reported).
+    ///   - order: Sorts ready sources within a pass: lower first.
+    ///   - handler: Called on the loop's thread with the events that hold.
+    /// - Precondition: `descriptor` is not negative; `events` holds only `.readable` and `.writable`.
+    public init(
+        descriptor: CInt,
+        events: DescriptorEvents,
+        order: Int = 0,
+        handler: @escaping (LoopDescriptorSource, DescriptorEvents) -> Void
+    ) {
+        precondition(descriptor >= 0, "LoopDescriptorSource(descriptor:events:): the descriptor is negative (\(descriptor))")
+        LoopDescriptorSource.checkWatchable(events, call: "LoopDescriptorSource(descriptor:events:)")
+        self.descriptor = descriptor
+        self.order = order
+        self.watched = Atomic(events.rawValue)
+        self.handler = handler
+    }
+
+    private static func checkWatchable(_ events: DescriptorEvents, call: StaticString) {
+        precondition(events.isSubset(of: [.readable, .writable]),
+                     "\(call): only .readable and .writable can be watched (got \(events))")
+    }
+
+    /// The conditions watched. Any thread; a change reaches a sleeping loop at once.
+    ///
+    /// - Precondition: Holds only `.readable` and `.writable`.
+    public var events: DescriptorEvents {
+        get { DescriptorEvents(rawValue: self.watched.load(ordering: .acquiring)) }
+        set {
+            LoopDescriptorSource.checkWatchable(newValue, call: "LoopDescriptorSource.events")
+            let old = self.watched.exchange(newValue.rawValue, ordering: .acquiringAndReleasing)
+            if old != newValue.rawValue, let loop = self.link.loop, !loop.isCurrent {
+                loop.wakeUp()  // the loop is maybe asleep on the old set of events
+            }
+        }
+    }
+
+    /// Whether the source is still watching. Any thread.
+    public var isValid: Bool {
+        self.valid.load(ordering: .acquiring)
+    }
+
+    /// Stops watching for good and removes the source from every mode. Any thread; doing it twice does nothing.
+    ///
+    /// After `cancel()` returns on the loop's thread, the handler is not called again. From another thread, a
+    /// handler call already under way may finish.
+    public func cancel() {
+        guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        self.link.loop?.detachEverywhere(self)
+    }
+
+    // MARK: Used by the loop (loop thread)
+
+    func handle(_ events: DescriptorEvents) {
+        self.handler(self, events)
+    }
+}
+
+extension LoopDescriptorSource: LoopItem {
+    static var kind: String { "LoopDescriptorSource" }
+
+    func attach(to items: ModeItems, loop: Loop) {
+        ModeItems.insertSorted(self, into: &items.descriptorSources) { ($0.order, $0.sequence) }
+    }
+
+    func detach(from items: ModeItems, loop: Loop) {
+        ModeItems.remove(self, from: &items.descriptorSources)
+    }
+}

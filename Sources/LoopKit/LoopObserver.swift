@@ -1,0 +1,83 @@
+import Synchronization
+
+/// A callback at chosen moments of a loop's run (its activities), while the loop runs a mode the observer is in.
+///
+/// Observers do not keep a mode alive. Lower `order` is called first; an observer is never re-entered (a nested run
+/// inside its callback does not call it). A one-shot observer (`repeats: false`) is invalidated after its first call.
+///
+/// `invalidate()` and `isValid` are safe from any thread; the callback runs on the loop's thread. An observer belongs
+/// to one loop.
+// @unchecked Sendable: `callback` and the `// MARK: Loop thread only` state are touched only on the loop's thread;
+// cross-thread state is atomic.
+public final class LoopObserver: @unchecked Sendable {
+    /// The activities the observer is called for.
+    public let activities: LoopActivity
+    /// Whether the observer stays valid after its first call.
+    public let repeats: Bool
+    /// Sorts observers: lower first.
+    public let order: Int
+
+    private let valid = Atomic<Bool>(true)
+    private let callback: (LoopObserver, LoopActivity) -> Void
+    let link = LoopLink()
+
+    // MARK: Loop thread only
+    var modes: Set<LoopMode> = []
+    var sequence: UInt64 = 0
+    private var isCalling = false
+
+    /// An observer of `activities`.
+    ///
+    /// - Parameters:
+    ///   - activities: Any set of activities, e.g. `[.beforeWaiting, .afterWaiting]` or `.allActivities`.
+    ///   - repeats: `false` to be called once and then invalidated.
+    ///   - order: Sorts observers: lower first.
+    ///   - callback: Called on the loop's thread with the activity.
+    public init(
+        activities: LoopActivity,
+        repeats: Bool = true,
+        order: Int = 0,
+        _ callback: @escaping (LoopObserver, LoopActivity) -> Void
+    ) {
+        self.activities = activities
+        self.repeats = repeats
+        self.order = order
+        self.callback = callback
+    }
+
+    /// Whether the observer can still be called. Any thread.
+    public var isValid: Bool {
+        self.valid.load(ordering: .acquiring)
+    }
+
+    /// Removes the observer from every mode for good. Any thread, its own callback included; twice does nothing.
+    public func invalidate() {
+        guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        self.link.loop?.detachEverywhere(self)
+    }
+
+    // MARK: Used by the loop (loop thread)
+
+    /// Calls the observer for `activity` unless it is already running (no re-entry).
+    func notify(_ activity: LoopActivity) {
+        guard !self.isCalling, self.isValid else { return }
+        self.isCalling = true
+        self.callback(self, activity)
+        self.isCalling = false
+        if !self.repeats {
+            self.invalidate()
+        }
+    }
+}
+
+extension LoopObserver: LoopItem {
+    static var kind: String { "LoopObserver" }
+
+    func attach(to items: ModeItems, loop: Loop) {
+        ModeItems.insertSorted(self, into: &items.observers) { ($0.order, $0.sequence) }
+    }
+
+    func detach(from items: ModeItems, loop: Loop) {
+        ModeItems.remove(self, from: &items.observers)
+    }
+}

@@ -1,0 +1,98 @@
+import Synchronization
+
+/// A source that calls back on its loop's thread after someone signals it (CF's version-0 source).
+///
+/// `signal()` is safe from any thread and wakes the loop. Several signals before the callback runs coalesce into one
+/// call; the signalled flag is cleared just before the callback, so the callback may signal the source again (it then
+/// runs again on the next pass). Among signalled sources of a pass, lower `order` runs first, then the first
+/// signalled. A signal is kept until the source runs: if its loop is running another mode, the callback runs when
+/// the loop next runs a mode the source is in.
+///
+/// `signal()`, `isSignalled`, `invalidate()` and `isValid` are safe from any thread; the callbacks run on the loop's
+/// thread. A source belongs to one loop.
+// @unchecked Sendable: the callbacks and the `// MARK: Loop thread only` state are touched only on the loop's
+// thread; cross-thread state is atomic.
+public final class LoopSource: @unchecked Sendable {
+    /// Sorts signalled sources within a pass: lower first.
+    public let order: Int
+
+    private let signalled = Atomic<Bool>(false)
+    private let valid = Atomic<Bool>(true)
+    private let performCallback: (LoopSource) -> Void
+    private let scheduleCallback: ((LoopSource, LoopMode) -> Void)?
+    private let cancelCallback: ((LoopSource, LoopMode) -> Void)?
+    let link = LoopLink()
+
+    // MARK: Loop thread only
+    var modes: Set<LoopMode> = []
+    var sequence: UInt64 = 0
+
+    /// A signalled source.
+    ///
+    /// - Parameters:
+    ///   - order: Sorts signalled sources within a pass: lower first.
+    ///   - schedule: Called on the loop's thread each time the source joins a mode.
+    ///   - cancel: Called on the loop's thread each time the source leaves a mode (removed or invalidated).
+    ///   - perform: Called on the loop's thread once per batch of signals.
+    public init(
+        order: Int = 0,
+        schedule: ((LoopSource, LoopMode) -> Void)? = nil,
+        cancel: ((LoopSource, LoopMode) -> Void)? = nil,
+        perform: @escaping (LoopSource) -> Void
+    ) {
+        self.order = order
+        self.scheduleCallback = schedule
+        self.cancelCallback = cancel
+        self.performCallback = perform
+    }
+
+    /// Marks the source as signalled and wakes its loop. Any thread.
+    ///
+    /// Signalling an invalidated source does nothing.
+    public func signal() {
+        guard self.isValid else { return }
+        guard !self.signalled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        self.link.loop?.sourceWasSignalled(self)
+    }
+
+    /// Whether the source has been signalled and its callback has not run since. Any thread.
+    public var isSignalled: Bool {
+        self.signalled.load(ordering: .acquiring)
+    }
+
+    /// Whether the source can still be signalled and run. Any thread.
+    public var isValid: Bool {
+        self.valid.load(ordering: .acquiring)
+    }
+
+    /// Removes the source from every mode of its loop for good. Any thread; doing it twice does nothing.
+    public func invalidate() {
+        guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        self.link.loop?.detachEverywhere(self)
+    }
+
+    // MARK: Used by the loop (loop thread)
+
+    /// Clears the signalled flag and runs the callback.
+    func perform() {
+        self.signalled.store(false, ordering: .releasing)
+        self.performCallback(self)
+    }
+}
+
+extension LoopSource: LoopItem {
+    static var kind: String { "LoopSource" }
+
+    func attach(to items: ModeItems, loop: Loop) {
+        items.sources.append(self)
+        if self.isSignalled {
+            loop.sourceWasSignalled(self)  // signalled before it joined: keep the signal
+        }
+        self.scheduleCallback?(self, items.mode)
+    }
+
+    func detach(from items: ModeItems, loop: Loop) {
+        ModeItems.remove(self, from: &items.sources)
+        self.cancelCallback?(self, items.mode)
+    }
+}

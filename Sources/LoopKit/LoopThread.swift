@@ -1,0 +1,104 @@
+import Dispatch
+import Synchronization
+
+/// A thread that runs a loop: start, post work, sticky shutdown, join.
+///
+/// The thread runs its loop's default mode until `shutdown()`, kept alive by an internal source so that the loop
+/// sleeps instead of returning `finished` on an empty mode (and never spins). A plain `loop.stop()` ends only the
+/// current run call; the thread then runs the loop again. `shutdown()` is sticky: called before the thread's loop
+/// starts running, or between two of its runs, it still ends the thread. After the loop's last run, the blocks
+/// already queued for the default mode run; `perform` after that is a precondition failure, never a silent loss.
+///
+/// The thread's timer slack is lowered to 1 µs (on Linux), so its timers and display links fire close to their dates.
+/// Every member is safe from any thread, except that `join()` must not be called from the thread itself.
+public final class LoopThread: Sendable {
+    /// The thread's loop. Any thread may perform, add items, stop and wake it; only the thread runs it.
+    public let loop: Loop
+
+    private let thread: PlatformThread
+    private let isJoined = Mutex(false)
+
+    /// Starts a thread named `name` and returns once its loop exists.
+    ///
+    /// - Throws: `SystemCallError` when the thread cannot be created.
+    public init(name: String = "LoopKit") throws(SystemCallError) {
+        let handoff = Mutex<Loop?>(nil)
+        let started = DispatchSemaphore(value: 0)
+        self.thread = try PlatformThread.spawn(name: name) {
+            ThreadLocal.setTimerSlack(nanoseconds: 1_000)
+            let loop = Loop.current
+            let keepAlive = LoopSource { _ in }
+            loop.add(keepAlive, forMode: .default)
+            handoff.withLock { $0 = loop }
+            started.signal()
+            LoopThread.runUntilShutdown(loop)
+            keepAlive.invalidate()
+        }
+        started.wait()
+        self.loop = handoff.withLock { $0! }
+    }
+
+    private static func runUntilShutdown(_ loop: Loop) {
+        repeat {
+            loop.run(mode: .default, before: .distantFuture)
+        } while !loop.isShutDown
+        // Blocks queued before the end still run; later ones are refused by `perform`.
+        repeat {
+            loop.applyControlMessages()
+            loop.performBlocks(in: .default)
+        } while !loop.endIfNoBlocks()
+    }
+
+    /// Queues `block` on the thread's loop in the default mode. Any thread.
+    ///
+    /// - Precondition: The thread has not ended.
+    public func perform(_ block: @escaping @Sendable () -> Void) {
+        self.loop.perform(block)
+    }
+
+    /// Ends the loop's run for good; the thread finishes its queued blocks and exits. Any thread; sticky.
+    public func shutdown() {
+        self.loop.shutDown()
+    }
+
+    /// Waits until the thread has exited. Any thread but the loop's own; several calls are fine.
+    ///
+    /// - Precondition: Not called on the loop's thread (it would wait for itself).
+    public func join() {
+        precondition(!self.loop.isCurrent, "LoopThread.join(): called on the loop's own thread, which would wait forever")
+        self.isJoined.withLock { joined in
+            guard !joined else { return }
+            self.thread.join()
+            joined = true
+        }
+    }
+
+    /// `shutdown()`, then `join()`.
+    public func shutdownAndJoin() {
+        self.shutdown()
+        self.join()
+    }
+
+    deinit {
+        self.shutdown()
+        if !self.loop.isCurrent {
+            self.join()
+        }
+    }
+}
+
+extension Loop {
+    /// Marks the loop as ended unless blocks are still queued for the default mode. Loop thread.
+    ///
+    /// - Returns: Whether the loop has ended.
+    func endIfNoBlocks() -> Bool {
+        let commonModes = self.commonModeSet
+        return self.shared.withLock { state in
+            guard !state.blocks.contains(where: { $0.modes.admit(.default, commonModes: commonModes) }) else {
+                return false
+            }
+            state.hasEnded = true
+            return true
+        }
+    }
+}

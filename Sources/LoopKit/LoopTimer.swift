@@ -1,0 +1,227 @@
+import Synchronization
+
+/// A callback that fires at a time, once or repeatedly, while its loop runs one of its modes.
+///
+/// A timer's first fire is at the loop's `now + interval` when it is first added to a loop (never at once), unless it
+/// was created with a fire date. A repeating timer keeps its phase: its slots are `fireDate + n × interval`; after a
+/// late fire (a busy loop, or a mode that was not running) it fires once and moves to the first slot after now,
+/// skipping the missed ones, never replaying them. `tolerance` lets the loop delay a fire by up to that much so that
+/// nearby timers share one wake-up; a timer never fires early. A timer in several modes fires once per slot; timers
+/// with equal fire dates fire in the order they were added. While its callback runs, the timer does not fire again,
+/// even from a nested run.
+///
+/// `invalidate()`, `isValid`, `fireDate`, `setNextFireDate(_:)` and `tolerance` are safe from any thread. The callback
+/// runs on the loop's thread. A timer belongs to one loop.
+// @unchecked Sendable: `callback` and the `// MARK: Loop thread only` state are touched only on the loop's thread
+// (the loop is the only caller); cross-thread state is in `schedule` (a Mutex).
+public final class LoopTimer: @unchecked Sendable {
+    private struct Schedule {
+        var isValid = true
+        /// `nil` until added to a loop when the first fire is relative to "now".
+        var fireDate: LoopInstant?
+        var tolerance: Duration
+        /// Counts `setNextFireDate(_:)` calls, so that a fire can tell that its callback (or another thread)
+        /// chose the next date itself.
+        var fireDateVersion: UInt64 = 0
+    }
+
+    /// The time between slots of a repeating timer; `.zero` for a one-shot timer created with a fire date.
+    public let interval: Duration
+    /// Whether the timer fires repeatedly.
+    public let repeats: Bool
+
+    private let schedule: Mutex<Schedule>
+    private let callback: (LoopTimer) -> Void
+    let link = LoopLink()
+
+    // MARK: Loop thread only
+    var modes: Set<LoopMode> = []
+    var sequence: UInt64 = 0
+    var generation: UInt64 = 0
+    var isFiring = false
+
+    /// A timer that first fires `interval` after it is added to a loop.
+    ///
+    /// - Parameters:
+    ///   - interval: The delay before the first fire, and the period of a repeating timer.
+    ///   - repeats: Whether the timer fires every `interval` until invalidated.
+    ///   - tolerance: How much later than its slot the loop may fire the timer, to share a wake-up.
+    ///   - callback: Runs on the loop's thread at each fire, with the timer.
+    /// - Precondition: `interval` and `tolerance` are not negative; a repeating timer's `interval` is not zero.
+    public convenience init(
+        interval: Duration,
+        repeats: Bool = false,
+        tolerance: Duration = .zero,
+        _ callback: @escaping (LoopTimer) -> Void
+    ) {
+        self.init(firstFire: nil, interval: interval, repeats: repeats, tolerance: tolerance,
+                  call: "LoopTimer(interval:repeats:tolerance:)", callback)
+    }
+
+    /// A timer that first fires `timeInterval` seconds after it is added to a loop (Foundation's spelling).
+    ///
+    /// - Precondition: `timeInterval` is a finite, non-negative number, not zero for a repeating timer.
+    public convenience init(
+        timeInterval: Double,
+        repeats: Bool = false,
+        tolerance: Duration = .zero,
+        _ callback: @escaping (LoopTimer) -> Void
+    ) {
+        let interval = Duration.checkedSeconds(timeInterval, call: "LoopTimer(timeInterval:repeats:tolerance:)")
+        self.init(firstFire: nil, interval: interval, repeats: repeats, tolerance: tolerance,
+                  call: "LoopTimer(timeInterval:repeats:tolerance:)", callback)
+    }
+
+    /// A timer that first fires at `fireDate`, then (if `repeats`) every `interval` on that grid.
+    ///
+    /// - Precondition: `interval` and `tolerance` are not negative; a repeating timer's `interval` is not zero.
+    public convenience init(
+        fireAt fireDate: LoopInstant,
+        interval: Duration = .zero,
+        repeats: Bool = false,
+        tolerance: Duration = .zero,
+        _ callback: @escaping (LoopTimer) -> Void
+    ) {
+        self.init(firstFire: fireDate, interval: interval, repeats: repeats, tolerance: tolerance,
+                  call: "LoopTimer(fireAt:interval:repeats:tolerance:)", callback)
+    }
+
+    private init(
+        firstFire: LoopInstant?,
+        interval: Duration,
+        repeats: Bool,
+        tolerance: Duration,
+        call: StaticString,
+        _ callback: @escaping (LoopTimer) -> Void
+    ) {
+        precondition(interval >= .zero, "\(call): the interval is negative (\(interval))")
+        precondition(!repeats || interval > .zero, "\(call): a repeating timer needs an interval greater than zero")
+        precondition(tolerance >= .zero, "\(call): the tolerance is negative (\(tolerance))")
+        self.interval = interval
+        self.repeats = repeats
+        self.schedule = Mutex(Schedule(fireDate: firstFire, tolerance: tolerance))
+        self.callback = callback
+    }
+
+    /// Whether the timer can still fire. Any thread.
+    public var isValid: Bool {
+        self.schedule.withLock { $0.isValid }
+    }
+
+    /// The next fire date; `nil` for an interval timer not yet added to a loop. Any thread.
+    public var fireDate: LoopInstant? {
+        self.schedule.withLock { $0.fireDate }
+    }
+
+    /// How late the loop may fire the timer to share a wake-up with nearby timers. Any thread.
+    ///
+    /// - Precondition: Not negative.
+    public var tolerance: Duration {
+        get { self.schedule.withLock { $0.tolerance } }
+        set {
+            precondition(newValue >= .zero, "LoopTimer.tolerance: the tolerance is negative (\(newValue))")
+            self.schedule.withLock { $0.tolerance = newValue }
+            self.link.loop?.rescheduleTimer(self)
+        }
+    }
+
+    /// Moves the next fire to `date`; a repeating timer's later slots follow from it. Any thread.
+    ///
+    /// Called from the timer's own callback, it replaces the slot the timer would have moved to (a one-shot timer
+    /// then fires again at `date`). A date in the past fires on the loop's next pass.
+    public func setNextFireDate(_ date: LoopInstant) {
+        let wasValid = self.schedule.withLock { schedule in
+            schedule.fireDate = date
+            schedule.fireDateVersion &+= 1
+            return schedule.isValid
+        }
+        guard wasValid, let loop = self.link.loop else { return }
+        loop.rescheduleTimer(self)
+    }
+
+    /// Stops the timer for good and removes it from every mode. Any thread, the timer's own callback included.
+    ///
+    /// Invalidating an invalid timer does nothing.
+    public func invalidate() {
+        let wasValid = self.schedule.withLock { schedule in
+            defer { schedule.isValid = false }
+            return schedule.isValid
+        }
+        guard wasValid, let loop = self.link.loop else { return }
+        loop.detachEverywhere(self)
+    }
+
+    // MARK: Used by the loop (loop thread)
+
+    /// Fixes a relative first fire date against `now`, on the first addition to a loop.
+    func resolveFireDate(now: LoopInstant) {
+        self.schedule.withLock { schedule in
+            if schedule.fireDate == nil {
+                schedule.fireDate = now + self.interval
+            }
+        }
+    }
+
+    /// The entry to queue for the timer's current schedule, or `nil` once invalid.
+    func makeEntry() -> TimerEntry? {
+        self.schedule.withLock { schedule in
+            guard schedule.isValid, let fireDate = schedule.fireDate else { return nil }
+            return TimerEntry(
+                deadline: fireDate.nanoseconds,
+                sequence: self.sequence,
+                generation: self.generation,
+                tolerance: UInt64(max(schedule.tolerance.clampedNanoseconds, 0)),
+                timer: self
+            )
+        }
+    }
+
+    /// Runs the callback for the slot at `slot`, then works out the next fire date.
+    ///
+    /// - Returns: Whether the timer is still scheduled (so the loop must queue it again).
+    func fire(slot: LoopInstant, clock: any LoopClock) -> Bool {
+        let versionBefore = self.schedule.withLock { $0.fireDateVersion }
+        self.isFiring = true
+        self.callback(self)
+        self.isFiring = false
+        return self.schedule.withLock { schedule in
+            guard schedule.isValid else { return false }
+            if schedule.fireDateVersion != versionBefore { return true }
+            guard self.repeats else {
+                schedule.isValid = false
+                return false
+            }
+            schedule.fireDate = LoopTimer.nextSlot(after: slot, interval: self.interval, now: clock.now)
+            return true
+        }
+    }
+
+    /// The first slot of the grid `slot + n × interval` (n ≥ 1) that is after `now`: missed slots are skipped.
+    static func nextSlot(after slot: LoopInstant, interval: Duration, now: LoopInstant) -> LoopInstant {
+        let step = UInt64(interval.clampedNanoseconds)
+        var next = slot.nanoseconds.addingClamped(step)
+        if next <= now.nanoseconds, step > 0, next != .max {
+            let missed = (now.nanoseconds - next) / step + 1
+            let (jump, overflow) = missed.multipliedReportingOverflow(by: step)
+            next = overflow ? .max : next.addingClamped(jump)
+        }
+        return LoopInstant(nanoseconds: next)
+    }
+}
+
+extension LoopTimer: LoopItem {
+    static var kind: String { "LoopTimer" }
+
+    func attach(to items: ModeItems, loop: Loop) {
+        self.resolveFireDate(now: loop.now)
+        items.timerCount += 1
+        if let entry = self.makeEntry() {
+            items.timers.insert(entry)
+        }
+    }
+
+    func detach(from items: ModeItems, loop: Loop) {
+        items.timerCount -= 1
+        loop.compactIfMostlyStale(items)
+    }
+}

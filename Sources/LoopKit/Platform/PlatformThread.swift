@@ -1,0 +1,61 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CLoopKitSystem
+
+/// A joinable OS thread running a closure (pthread_create(3), pthread_join(3)).
+struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a pointer on Darwin; it is only joined
+    private let handle: pthread_t
+
+    private final class Start {
+        let name: String?
+        let body: @Sendable () -> Void
+        init(name: String?, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+
+    /// Starts a thread named `name` (truncated to 15 bytes on Linux) that runs `body` and ends.
+    static func spawn(name: String?, body: @escaping @Sendable () -> Void) throws(SystemCallError) -> PlatformThread {
+        let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
+        #if canImport(Glibc)
+        var handle = pthread_t()
+        let result = pthread_create(&handle, nil, { raw in
+            PlatformThread.run(raw!)
+            return nil
+        }, start)
+        #else
+        var maybeHandle: pthread_t?
+        let result = pthread_create(&maybeHandle, nil, { raw in
+            PlatformThread.run(raw)
+            return nil
+        }, start)
+        #endif
+        guard result == 0 else {
+            Unmanaged<Start>.fromOpaque(start).release()
+            throw SystemCallError(call: "pthread_create", code: result)
+        }
+        #if canImport(Glibc)
+        return PlatformThread(handle: handle)
+        #else
+        return PlatformThread(handle: maybeHandle!)
+        #endif
+    }
+
+    private static func run(_ raw: UnsafeMutableRawPointer) {
+        let start = Unmanaged<Start>.fromOpaque(raw).takeRetainedValue()
+        if let name = start.name {
+            cloopkit_set_thread_name(name)
+        }
+        start.body()
+    }
+
+    /// Waits for the thread to end (pthread_join(3)). Call once, from another thread.
+    func join() {
+        let result = pthread_join(self.handle, nil)
+        precondition(result == 0, "LoopKit bug: pthread_join failed with \(result)")
+    }
+}

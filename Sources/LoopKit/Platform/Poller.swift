@@ -1,0 +1,67 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CLoopKitSystem
+
+/// The one blocking wait of a loop: a `pollfd` array rebuilt each pass from the running mode's descriptors.
+///
+/// The buffer is kept between passes, so an idle pass allocates nothing. Loop thread only.
+final class Poller {
+    private var descriptors: [pollfd] = []
+
+    init() {
+        self.descriptors.reserveCapacity(16)
+    }
+
+    /// The number of descriptors set for the next wait.
+    var count: Int { self.descriptors.count }
+
+    /// Forgets the descriptors of the previous pass, keeping the buffer.
+    func reset() {
+        self.descriptors.removeAll(keepingCapacity: true)
+    }
+
+    /// Adds `descriptor` to the next wait, watching `events` (error, hang-up and invalid are always reported).
+    func append(_ descriptor: CInt, events: DescriptorEvents) {
+        var mask: Int16 = 0
+        if events.contains(.readable) { mask |= Int16(POLLIN) }
+        if events.contains(.writable) { mask |= Int16(POLLOUT) }
+        self.descriptors.append(pollfd(fd: descriptor, events: mask, revents: 0))
+    }
+
+    /// Sleeps until a descriptor is ready or `timeoutNanoseconds` pass; a negative timeout waits for a descriptor.
+    ///
+    /// Wraps ppoll(2) on Linux (nanosecond timeout) and poll(2) elsewhere (timeout rounded up to a millisecond, so
+    /// never early). An interrupted wait (`EINTR`) returns 0, and the loop simply makes another pass.
+    ///
+    /// - Returns: The number of descriptors with events.
+    @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
+    func waitForEvents(timeoutNanoseconds: Int64) -> Int {
+        let count = UInt(self.descriptors.count)
+        let result = self.descriptors.withUnsafeMutableBufferPointer { buffer in
+            cloopkit_poll_ns(buffer.baseAddress, count, timeoutNanoseconds)
+        }
+        if result >= 0 { return Int(result) }
+        let code = currentErrno
+        switch code {
+        case EINTR, EAGAIN:
+            return 0
+        default:
+            preconditionFailure("LoopKit bug: ppoll failed with errno \(code)")
+        }
+    }
+
+    /// What the last wait reported for the descriptor at `index`.
+    func events(at index: Int) -> DescriptorEvents {
+        let revents = Int32(self.descriptors[index].revents)
+        var events: DescriptorEvents = []
+        if revents & Int32(POLLIN) != 0 { events.insert(.readable) }
+        if revents & Int32(POLLOUT) != 0 { events.insert(.writable) }
+        if revents & Int32(POLLERR) != 0 { events.insert(.error) }
+        if revents & Int32(POLLHUP) != 0 { events.insert(.hangUp) }
+        if revents & Int32(POLLNVAL) != 0 { events.insert(.invalid) }
+        return events
+    }
+}

@@ -1,0 +1,26 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A system call failed: which call, and the `errno` it left.
+///
+/// LoopKit throws this from the few operations that create operating-system resources (a loop's wake-up pipe,
+/// a thread). Its description reads like `pipe2 failed: Too many open files (errno 24)`.
+public struct SystemCallError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The name of the C call that failed, such as `"pipe2"`.
+    public let call: String
+    /// The `errno` value the call left.
+    public let code: Int32
+
+    public init(call: String, code: Int32) {
+        self.call = call
+        self.code = code
+    }
+
+    public var description: String {
+        let message = strerror(self.code).map { String(cString: $0) } ?? "unknown error"
+        return "\(self.call) failed: \(message) (errno \(self.code))"
+    }
+}

@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CLoopKitSystem
+import Synchronization
+
+/// Per-thread identity and the per-thread loop slot (pthread_getspecific(3)).
+///
+/// Threads are identified by a token drawn from a process-wide counter the first time a thread asks, never by
+/// `pthread_t`, which the system reuses once a thread has been joined.
+enum ThreadLocal {
+    private static let nextToken = Atomic<UInt64>(1)
+
+    private static let tokenKey: pthread_key_t = makeKey(destructor: nil)
+
+    #if canImport(Glibc)
+    private typealias Destructor = @convention(c) (UnsafeMutableRawPointer?) -> Void
+    private static let releaseObject: Destructor = { pointer in
+        guard let pointer else { return }
+        Unmanaged<AnyObject>.fromOpaque(pointer).release()
+    }
+    #else
+    private typealias Destructor = @convention(c) (UnsafeMutableRawPointer) -> Void
+    private static let releaseObject: Destructor = { pointer in
+        Unmanaged<AnyObject>.fromOpaque(pointer).release()
+    }
+    #endif
+
+    /// Holds each thread's loop; the key's destructor releases it when the thread exits.
+    private static let objectKey: pthread_key_t = makeKey(destructor: releaseObject)
+
+    private static func makeKey(destructor: Destructor?) -> pthread_key_t {
+        var key = pthread_key_t()
+        let result = pthread_key_create(&key, destructor)
+        precondition(result == 0, "LoopKit: pthread_key_create failed with \(result)")
+        return key
+    }
+
+    /// The calling thread's token: never 0, never shared with another thread of this process.
+    static var currentToken: UInt64 {
+        if let pointer = pthread_getspecific(self.tokenKey) {
+            return UInt64(UInt(bitPattern: pointer))
+        }
+        let token = self.nextToken.wrappingAdd(1, ordering: .relaxed).oldValue
+        pthread_setspecific(self.tokenKey, UnsafeRawPointer(bitPattern: UInt(token)))
+        return token
+    }
+
+    /// The object stored for the calling thread, or `nil`.
+    static var threadObject: AnyObject? {
+        guard let pointer = pthread_getspecific(self.objectKey) else { return nil }
+        return Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// Stores `object` for the calling thread, retained until the thread exits.
+    static func setThreadObject(_ object: AnyObject) {
+        precondition(self.threadObject == nil, "LoopKit bug: the thread's loop is set twice")
+        pthread_setspecific(self.objectKey, Unmanaged.passRetained(object).toOpaque())
+    }
+
+    /// Whether the calling thread is the process's main thread.
+    static var isMainThread: Bool { cloopkit_is_main_thread() }
+
+    /// Lowers the calling thread's timer slack so that timed waits end close to their deadline
+    /// (prctl(2) `PR_SET_TIMERSLACK`; no effect where unsupported).
+    static func setTimerSlack(nanoseconds: UInt) {
+        _ = cloopkit_set_timer_slack(nanoseconds)
+    }
+}

@@ -1,0 +1,70 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CLoopKitSystem
+
+/// The self-pipe that wakes a sleeping loop: any thread writes a byte, the loop polls the read end.
+///
+/// Both ends are non-blocking and close-on-exec. Callers coalesce: a loop writes at most one byte per drain
+/// (see `SharedState.requestWakeup()`), and a write that would block means a byte is already waiting, which is
+/// as good as success. The ends are closed only when the owning loop is deinitialized, when no other thread can
+/// hold a reference to it, so a late `notify()` can never hit a closed or reused descriptor.
+final class WakeupPipe: Sendable {  // checked Sendable: every stored property is a `let`
+    let readEnd: CInt
+    let writeEnd: CInt
+
+    /// Creates the pipe (pipe2(2) with `O_NONBLOCK | O_CLOEXEC`).
+    init() throws(SystemCallError) {
+        var ends: (CInt, CInt) = (-1, -1)
+        let result = withUnsafeMutableBytes(of: &ends) { raw in
+            cloopkit_pipe_nonblocking(raw.baseAddress!.assumingMemoryBound(to: CInt.self))
+        }
+        if result != 0 {
+            throw SystemCallError(call: "pipe2", code: currentErrno)
+        }
+        self.readEnd = ends.0
+        self.writeEnd = ends.1
+    }
+
+    deinit {
+        closeDescriptor(self.readEnd)
+        closeDescriptor(self.writeEnd)
+    }
+
+    /// Makes the read end readable (write(2) of one byte). A full pipe already wakes the loop.
+    func notify() {
+        var byte: UInt8 = 1
+        do {
+            _ = try nonBlockingCall("write") { write(self.writeEnd, &byte, 1) }
+        } catch {
+            // Only ENOSPC-like conditions remain, and a pipe with bytes in it already wakes the reader.
+            preconditionFailure("LoopKit: waking the loop failed: \(error)")
+        }
+    }
+
+    /// Reads every pending byte (read(2) until `EAGAIN`).
+    func drain() {
+        var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        let size = MemoryLayout.size(ofValue: buffer)
+        while true {
+            let result: IOResult<Int>
+            do {
+                result = try withUnsafeMutableBytes(of: &buffer) { raw throws(SystemCallError) in
+                    try nonBlockingCall("read") { read(self.readEnd, raw.baseAddress, size) }
+                }
+            } catch {
+                preconditionFailure("LoopKit: draining the wake-up pipe failed: \(error)")
+            }
+            switch result {
+            case .wouldBlock, .processed(0):
+                return
+            case .processed(let count) where count < size:
+                return
+            case .processed:
+                continue
+            }
+        }
+    }
+}

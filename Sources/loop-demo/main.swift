@@ -1,0 +1,2 @@
+import LoopKit
+print("loop-demo")
