@@ -1,0 +1,107 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Synchronization
+import Testing
+@testable import LoopKit
+
+/// A thread-safe list that tests append to from callbacks and read afterwards.
+final class Recorder<Element: Sendable>: Sendable {
+    private let storage = Mutex<[Element]>([])
+
+    func append(_ element: Element) {
+        self.storage.withLock { $0.append(element) }
+    }
+
+    var elements: [Element] {
+        self.storage.withLock { $0 }
+    }
+
+    var count: Int {
+        self.storage.withLock { $0.count }
+    }
+
+    func removeAll() {
+        self.storage.withLock { $0.removeAll() }
+    }
+}
+
+/// A non-blocking pipe for descriptor-source tests; closes what is still open on deinit.
+final class TestPipe: @unchecked Sendable {
+    private(set) var readEnd: CInt
+    private(set) var writeEnd: CInt
+
+    init() throws {
+        var ends: [CInt] = [-1, -1]
+        try #require(pipe(&ends) == 0)
+        self.readEnd = ends[0]
+        self.writeEnd = ends[1]
+        _ = fcntl(self.readEnd, F_SETFL, fcntl(self.readEnd, F_GETFL) | O_NONBLOCK)
+        _ = fcntl(self.writeEnd, F_SETFL, fcntl(self.writeEnd, F_GETFL) | O_NONBLOCK)
+    }
+
+    func write(_ text: String = "x") {
+        var bytes = Array(text.utf8)
+        _ = Glibc.write(self.writeEnd, &bytes, bytes.count)
+    }
+
+    /// Reads everything available; returns the text read.
+    @discardableResult
+    func readAll() -> String {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var text = ""
+        while true {
+            let count = Glibc.read(self.readEnd, &buffer, buffer.count)
+            guard count > 0 else { break }
+            text += String(decoding: buffer[0..<count], as: UTF8.self)
+        }
+        return text
+    }
+
+    func closeReadEnd() {
+        if self.readEnd >= 0 {
+            _ = close(self.readEnd)
+            self.readEnd = -1
+        }
+    }
+
+    func closeWriteEnd() {
+        if self.writeEnd >= 0 {
+            _ = close(self.writeEnd)
+            self.writeEnd = -1
+        }
+    }
+
+    deinit {
+        self.closeReadEnd()
+        self.closeWriteEnd()
+    }
+}
+
+/// Spins (with short sleeps) until `condition` holds or `limit` passes; a hang guard, not a measurement.
+func waitUntil(_ limit: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+    let clock = ContinuousClock()
+    let end = clock.now + limit
+    while !condition() {
+        if clock.now > end { return false }
+        usleep(200)
+    }
+    return true
+}
+
+/// Runs `body` on a fresh thread and waits for it to end.
+func onAnotherThread(_ body: @escaping @Sendable () -> Void) {
+    let thread = try! PlatformThread.spawn(name: "test-helper", body: body)
+    thread.join()
+}
+
+/// Starts `body` on a fresh thread without waiting; `join()` the result.
+func startThread(_ body: @escaping @Sendable () -> Void) -> PlatformThread {
+    try! PlatformThread.spawn(name: "test-helper", body: body)
+}
+
+extension LoopInstant {
+    func plus(ms: Int) -> LoopInstant { self + .milliseconds(ms) }
+}
