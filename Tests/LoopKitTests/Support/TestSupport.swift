@@ -81,7 +81,7 @@ final class TestPipe: @unchecked Sendable {
 }
 
 /// Spins (with short sleeps) until `condition` holds or `limit` passes; a hang guard, not a measurement.
-func waitUntil(_ limit: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+func waitUntil(limit: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
     let clock = ContinuousClock()
     let end = clock.now + limit
     while !condition() {
@@ -104,4 +104,12 @@ func startThread(_ body: @escaping @Sendable () -> Void) -> PlatformThread {
 
 extension LoopInstant {
     func plus(ms: Int) -> LoopInstant { self + .milliseconds(ms) }
+}
+
+/// read(2) without blocking; returns the byte count (0 when nothing was there).
+func readNonBlocking(_ descriptor: CInt, _ buffer: inout [UInt8]) -> Int {
+    let flags = fcntl(descriptor, F_GETFL)
+    _ = fcntl(descriptor, F_SETFL, flags | O_NONBLOCK)
+    let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+    return max(count, 0)
 }
