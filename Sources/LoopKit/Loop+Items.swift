@@ -91,6 +91,27 @@ extension Loop {
         self.containsItem(observer, in: mode)
     }
 
+    // MARK: Display links
+
+    /// Makes `link` tick while the loop runs `mode` (in `.common`, it keeps ticking during tracking). Any thread.
+    ///
+    /// - Precondition: `link` is valid and belongs to no other loop.
+    public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) {
+        precondition(link.isValid, "Loop.add(_:forMode:): the LoopDisplayLink was invalidated; an invalid item cannot be added")
+        self.addItem(link.timer, to: mode, call: "Loop.add(_:forMode:)")
+    }
+
+    /// Stops `link` ticking in `mode`. Any thread.
+    public func remove(_ link: LoopDisplayLink, forMode mode: LoopMode) {
+        self.removeItem(link.timer, from: mode)
+    }
+
+    /// Whether `link` is in `mode`. Loop thread.
+    @available(*, noasync)
+    public func contains(_ link: LoopDisplayLink, inMode mode: LoopMode) -> Bool {
+        self.containsItem(link.timer, in: mode)
+    }
+
     // MARK: Modes
 
     /// The modes that `.common` stands for: `default` and `tracking` from the start, plus those added. Loop thread.

@@ -32,6 +32,9 @@ public final class LoopTimer: @unchecked Sendable {
 
     private let schedule: Mutex<Schedule>
     private let callback: (LoopTimer) -> Void
+    /// Where a timer on a grid of its own (a display link) fires next: given the slot just fired (or `nil` for the
+    /// first fire) and now, the first grid point after now. `nil` for an ordinary timer.
+    private let grid: (@Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant)?
     let link = LoopLink()
 
     // MARK: Loop thread only
@@ -86,6 +89,16 @@ public final class LoopTimer: @unchecked Sendable {
                   call: "LoopTimer(fireAt:interval:repeats:tolerance:)", callback)
     }
 
+    /// A repeating timer whose slots come from `grid` (used by display links).
+    init(grid: @escaping @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant,
+         interval: Duration, _ callback: @escaping (LoopTimer) -> Void) {
+        self.interval = interval
+        self.repeats = true
+        self.schedule = Mutex(Schedule(fireDate: nil, tolerance: .zero))
+        self.callback = callback
+        self.grid = grid
+    }
+
     private init(
         firstFire: LoopInstant?,
         interval: Duration,
@@ -101,6 +114,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.repeats = repeats
         self.schedule = Mutex(Schedule(fireDate: firstFire, tolerance: tolerance))
         self.callback = callback
+        self.grid = nil
     }
 
     /// Whether the timer can still fire. Any thread.
@@ -151,13 +165,19 @@ public final class LoopTimer: @unchecked Sendable {
         loop.detachEverywhere(self)
     }
 
+    /// Makes the next addition to a loop choose the first fire date again (display links resumed before joining a
+    /// loop). Any thread.
+    func forgetFireDate() {
+        self.schedule.withLock { $0.fireDate = nil }
+    }
+
     // MARK: Used by the loop (loop thread)
 
     /// Fixes a relative first fire date against `now`, on the first addition to a loop.
     func resolveFireDate(now: LoopInstant) {
         self.schedule.withLock { schedule in
             if schedule.fireDate == nil {
-                schedule.fireDate = now + self.interval
+                schedule.fireDate = self.grid?(nil, now) ?? now + self.interval
             }
         }
     }
@@ -191,7 +211,8 @@ public final class LoopTimer: @unchecked Sendable {
                 schedule.isValid = false
                 return false
             }
-            schedule.fireDate = LoopTimer.nextSlot(after: slot, interval: self.interval, now: clock.now)
+            let now = clock.now
+            schedule.fireDate = self.grid?(slot, now) ?? LoopTimer.nextSlot(after: slot, interval: self.interval, now: now)
             return true
         }
     }

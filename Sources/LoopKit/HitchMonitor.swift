@@ -1,0 +1,156 @@
+import Synchronization
+
+/// Measures what Instruments measures: how long each pass of a loop is busy, frame hitches, and hangs.
+///
+/// The monitor adds two observers to the loop (in `.common` by default, or the modes given): one, ordered first,
+/// at `entry` and `afterWaiting`, starts a busy stretch; one, ordered last, at `beforeWaiting` and `exit`, ends it.
+/// Attached to a display link, it also checks each frame: the frame's work is the busy stretch in which the link's
+/// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much.
+/// Its cost is a clock read and a lock per observer call.
+///
+/// Every member is safe from any thread. Hang handlers run on the loop's thread, at the end of the busy stretch.
+public final class HitchMonitor: Sendable {
+    private struct State {
+        var report = HitchReport()
+        var busySince: LoopInstant?
+        var runDepth = 0
+        var pendingTargets: [LoopInstant] = []
+        var firstTimestamp: LoopInstant?
+        var hangHandlers: [@Sendable (HangEvent) -> Void] = []
+    }
+
+    /// The loop watched.
+    public let loop: Loop
+    /// A busy stretch longer than this is a hang.
+    public let hangThreshold: Duration
+
+    private let state = Mutex(State())
+    private let observers: [LoopObserver]
+
+    /// Starts watching `loop` in `modes`.
+    ///
+    /// - Parameters:
+    ///   - loop: The loop to watch.
+    ///   - modes: Where to watch; `.common` (the default) covers default and tracking.
+    ///   - hangThreshold: The busy stretch that counts as a hang; 250 ms by default.
+    public init(loop: Loop, modes: [LoopMode] = [.common], hangThreshold: Duration = .milliseconds(250)) {
+        precondition(hangThreshold > .zero, "HitchMonitor(loop:modes:hangThreshold:): the threshold must be positive")
+        self.loop = loop
+        self.hangThreshold = hangThreshold
+        var observers: [LoopObserver] = []
+        let box = WeakMonitor()
+        observers.append(LoopObserver(activities: [.entry, .afterWaiting], order: .min) { _, activity in
+            box.monitor?.busyStarts(entering: activity == .entry)
+        })
+        observers.append(LoopObserver(activities: [.beforeWaiting, .exit], order: .max) { _, activity in
+            box.monitor?.busyEnds(exiting: activity == .exit)
+        })
+        self.observers = observers
+        box.monitor = self
+        for observer in observers {
+            for mode in modes {
+                loop.add(observer, forMode: mode)
+            }
+        }
+    }
+
+    /// Checks the frames of `link` for hitches. Any thread.
+    public func attach(to link: LoopDisplayLink) {
+        link.addMonitor(self)
+    }
+
+    /// What was measured so far. Any thread.
+    public var report: HitchReport {
+        self.state.withLock { $0.report }
+    }
+
+    /// Calls `handler` on the loop's thread for each hang, when it ends. Any thread.
+    public func onHang(_ handler: @escaping @Sendable (HangEvent) -> Void) {
+        self.state.withLock { $0.hangHandlers.append(handler) }
+    }
+
+    /// Forgets what was measured (frames in flight included). Any thread.
+    public func reset() {
+        self.state.withLock { state in
+            state.report = HitchReport()
+            state.pendingTargets = []
+            state.firstTimestamp = nil
+        }
+    }
+
+    /// Stops watching: removes the observers. Any thread.
+    public func invalidate() {
+        for observer in self.observers {
+            observer.invalidate()
+        }
+    }
+
+    deinit {
+        self.invalidate()
+    }
+
+    // MARK: Called on the loop's thread
+
+    private func busyStarts(entering: Bool) {
+        let now = self.loop.now
+        self.state.withLock { state in
+            if entering {
+                state.runDepth += 1
+            }
+            if state.busySince == nil {
+                state.busySince = now
+            }
+        }
+    }
+
+    private func busyEnds(exiting: Bool) {
+        let now = self.loop.now
+        let mode = self.loop.currentMode ?? .default
+        let (hang, handlers) = self.state.withLock { state -> (HangEvent?, [@Sendable (HangEvent) -> Void]) in
+            var hang: HangEvent?
+            if let start = state.busySince {
+                let busy = now - start
+                state.report.busyPasses += 1
+                state.report.longestBusyPass = max(state.report.longestBusyPass, busy)
+                if busy > self.hangThreshold {
+                    state.report.hangs += 1
+                    hang = HangEvent(start: start, duration: busy, mode: mode)
+                }
+            }
+            for target in state.pendingTargets where now > target {
+                state.report.hitches += 1
+                state.report.totalHitchTime += now - target
+            }
+            state.pendingTargets.removeAll(keepingCapacity: true)
+            if exiting {
+                state.runDepth -= 1
+            }
+            // Leaving a nested run returns to the outer run's callback: still busy.
+            state.busySince = exiting && state.runDepth > 0 ? now : nil
+            return (hang, hang == nil ? [] : state.hangHandlers)
+        }
+        if let hang {
+            for handler in handlers {
+                handler(hang)
+            }
+        }
+    }
+
+    /// A display link attached to this monitor is about to run `frame`'s callback.
+    func frameWillRun(_ frame: DisplayFrame) {
+        self.state.withLock { state in
+            state.report.frames += 1
+            state.report.skippedFrames += frame.skippedFrames
+            if state.firstTimestamp == nil {
+                state.firstTimestamp = frame.timestamp
+            }
+            state.report.frameSpan = frame.targetTimestamp - state.firstTimestamp!
+            state.pendingTargets.append(frame.targetTimestamp)
+        }
+    }
+}
+
+/// Lets the monitor's observers reach it without keeping it alive.
+private final class WeakMonitor: @unchecked Sendable {  // @unchecked: set once in the monitor's init, then read only
+    weak var monitor: HitchMonitor?
+}

@@ -1,0 +1,82 @@
+/// How smooth a loop's frames were: what `HitchMonitor` measured so far.
+///
+/// A hitch is a frame whose work (the busy stretch of the loop in which its display link's callback ran) finished
+/// after the frame's `targetTimestamp`; its hitch time is how late. The hitch time ratio is milliseconds of hitch per
+/// second of frames, the figure Apple's tools rate: good below 5 ms/s, warning 5–10, critical above 10.
+public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
+    /// Display-link callbacks seen.
+    public var frames = 0
+    /// Frames the link skipped because a callback overran (counted, never replayed).
+    public var skippedFrames = 0
+    /// Frames whose work finished after their target.
+    public var hitches = 0
+    /// The sum of how late each hitched frame finished.
+    public var totalHitchTime: Duration = .zero
+    /// From the first frame's timestamp to the last frame's target: the time the ratio is taken over.
+    public var frameSpan: Duration = .zero
+    /// Busy stretches of the loop (from waking or entry to sleeping or exit).
+    public var busyPasses = 0
+    /// The longest busy stretch.
+    public var longestBusyPass: Duration = .zero
+    /// Busy stretches longer than the monitor's hang threshold.
+    public var hangs = 0
+
+    public init() {}
+
+    /// Milliseconds of hitch per second of frames (0 before any frame).
+    public var hitchTimeRatio: Double {
+        let seconds = HitchReport.seconds(self.frameSpan)
+        guard seconds > 0 else { return 0 }
+        return HitchReport.seconds(self.totalHitchTime) * 1000 / seconds
+    }
+
+    /// The rating of `hitchTimeRatio`.
+    public var rating: HitchRating {
+        HitchRating(hitchTimeRatio: self.hitchTimeRatio)
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+
+    public var description: String {
+        let ratio = (self.hitchTimeRatio * 100).rounded() / 100
+        return "\(self.frames) frames, \(self.skippedFrames) skipped, \(self.hitches) hitches, "
+            + "hitch time \(self.totalHitchTime), ratio \(ratio) ms/s (\(self.rating)), "
+            + "longest busy pass \(self.longestBusyPass), \(self.hangs) hangs"
+    }
+}
+
+/// Apple's rating of a hitch time ratio.
+public enum HitchRating: String, Sendable, Hashable, CustomStringConvertible {
+    /// Below 5 ms/s: users do not notice.
+    case good
+    /// 5 to 10 ms/s: some users notice.
+    case warning
+    /// Above 10 ms/s: clearly janky.
+    case critical
+
+    /// The rating of `hitchTimeRatio` milliseconds per second.
+    public init(hitchTimeRatio: Double) {
+        if hitchTimeRatio < 5 {
+            self = .good
+        } else if hitchTimeRatio <= 10 {
+            self = .warning
+        } else {
+            self = .critical
+        }
+    }
+
+    public var description: String { self.rawValue }
+}
+
+/// A busy stretch of the loop longer than the hang threshold.
+public struct HangEvent: Sendable, Hashable {
+    /// When the stretch began (the loop woke or entered a run).
+    public let start: LoopInstant
+    /// How long the loop was busy.
+    public let duration: Duration
+    /// The mode the loop was running.
+    public let mode: LoopMode
+}

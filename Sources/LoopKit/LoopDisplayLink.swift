@@ -1,0 +1,165 @@
+import Synchronization
+
+/// A ticker on a display's refresh grid (CADisplayLink's counterpart), added to modes of a loop like a timer.
+///
+/// The link asks for a preferred rate, or a range, and gets the largest rate `maximumRate / k` that fits
+/// (`rate`). Its callbacks land on the grid, in the timers' phase of a pass, only while the loop runs one of its
+/// modes (in `.common`, it keeps ticking during tracking). When a callback overruns, the missed frames are
+/// skipped and counted in the next frame's `skippedFrames`, never replayed: the next callback is at the first grid
+/// point after now. A paused link resumes on the grid.
+///
+/// `isPaused`, `invalidate()` and `isValid` are safe from any thread; the callback runs on the loop's thread and
+/// may invalidate the link. A link belongs to one loop.
+// @unchecked Sendable: `callback` and `previousIndex` are touched only on the loop's thread (from the timer's
+// callback); cross-thread state is atomic or in a Mutex, and `timer` is itself thread-safe where it must be.
+public final class LoopDisplayLink: @unchecked Sendable {
+    /// The display whose grid the link follows.
+    public let display: LoopDisplay
+    /// The rate the link got, in frames per second: `display.maximumRate / refreshesPerFrame`.
+    public let rate: Double
+    /// How many display refreshes one of the link's frames lasts.
+    public let refreshesPerFrame: Int
+
+    let timer: LoopTimer
+    private let owner: DisplayLinkOwner
+    private let paused = Atomic<Bool>(false)
+    /// Set on resume: the next frame counts no skipped frames (paused frames were not missed, just not wanted).
+    private let resumed = Atomic<Bool>(false)
+    private let callback: (LoopDisplayLink, DisplayFrame) -> Void
+    private let monitors = Mutex<[HitchMonitor]>([])
+
+    // MARK: Loop thread only
+    private var previousIndex: Int64?
+
+    /// A link at `preferredRate` frames per second (0 for the display's maximum).
+    ///
+    /// - Parameters:
+    ///   - display: The display whose grid to follow.
+    ///   - preferredRate: The rate wanted; the link gets the largest rate `display.maximumRate / k` not above it.
+    ///   - callback: Runs on the loop's thread at each frame.
+    public convenience init(
+        display: LoopDisplay = .default,
+        preferredRate: Double = 0,
+        _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
+    ) {
+        precondition(preferredRate.isFinite && preferredRate >= 0,
+                     "LoopDisplayLink(display:preferredRate:): the rate must be finite and not negative (\(preferredRate))")
+        self.init(display: display, refreshesPerFrame: display.refreshesPerFrame(
+            preferred: preferredRate, range: 0...Double(display.maximumRate)), callback)
+    }
+
+    /// A link with a rate range (CADisplayLink's `preferredFrameRateRange`): the largest supported rate not above
+    /// `preferred` inside `minimum...maximum`.
+    ///
+    /// - Precondition: `0 < minimum <= maximum`, all finite.
+    public convenience init(
+        display: LoopDisplay = .default,
+        minimum: Double,
+        maximum: Double,
+        preferred: Double,
+        _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
+    ) {
+        precondition(minimum.isFinite && maximum.isFinite && preferred.isFinite && minimum > 0 && minimum <= maximum,
+                     "LoopDisplayLink(display:minimum:maximum:preferred:): need 0 < minimum <= maximum (got \(minimum)...\(maximum))")
+        self.init(display: display, refreshesPerFrame: display.refreshesPerFrame(
+            preferred: preferred, range: minimum...maximum), callback)
+    }
+
+    private init(
+        display: LoopDisplay,
+        refreshesPerFrame: Int,
+        _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
+    ) {
+        self.display = display
+        self.refreshesPerFrame = refreshesPerFrame
+        self.rate = Double(display.maximumRate) / Double(refreshesPerFrame)
+        self.callback = callback
+        // The timer must exist before `self` does, so it reaches the link through a box filled in below. The box
+        // keeps the link alive until it is invalidated, as a run loop retains a CADisplayLink.
+        let owner = DisplayLinkOwner()
+        self.timer = LoopTimer(
+            grid: { [display] slot, now in
+                display.nextFrame(after: max(slot ?? now, now), refreshesPerFrame: refreshesPerFrame).instant
+            },
+            interval: display.frameDuration(refreshesPerFrame: refreshesPerFrame)
+        ) { timer in
+            owner.link?.fire(slot: timer.fireDate ?? .distantFuture)
+        }
+        self.owner = owner
+        owner.link = self
+    }
+
+    /// One frame at the link's rate.
+    public var frameDuration: Duration {
+        self.display.frameDuration(refreshesPerFrame: self.refreshesPerFrame)
+    }
+
+    /// Whether callbacks are suspended. Any thread. Resuming continues on the grid, at the first frame after now,
+    /// and the frames while paused are not counted as skipped.
+    public var isPaused: Bool {
+        get { self.paused.load(ordering: .acquiring) }
+        set {
+            guard self.paused.exchange(newValue, ordering: .acquiringAndReleasing) != newValue else { return }
+            if newValue {
+                self.timer.setNextFireDate(.distantFuture)
+                return
+            }
+            self.resumed.store(true, ordering: .releasing)
+            if let loop = self.timer.link.loop {
+                let next = self.display.nextFrame(after: loop.now, refreshesPerFrame: self.refreshesPerFrame)
+                self.timer.setNextFireDate(next.instant)
+            } else {
+                self.timer.forgetFireDate()  // not in a loop yet: the first add picks the next frame
+            }
+        }
+    }
+
+    /// Whether the link can still tick. Any thread.
+    public var isValid: Bool {
+        self.timer.isValid
+    }
+
+    /// Stops the link for good, removes it from every mode and lets it go. Any thread, its own callback included.
+    ///
+    /// Until then, the link is kept alive by its timer (as a run loop retains a CADisplayLink), so a link added to
+    /// a loop keeps ticking even when the caller keeps no reference to it.
+    public func invalidate() {
+        self.timer.invalidate()
+        self.owner.link = nil
+    }
+
+    /// Tells `monitor` about every frame (used by `HitchMonitor.attach(to:)`). Any thread.
+    func addMonitor(_ monitor: HitchMonitor) {
+        self.monitors.withLock { $0.append(monitor) }
+    }
+
+    /// The link's timer fired for the grid point `slot`. Loop thread.
+    private func fire(slot: LoopInstant) {
+        guard !self.isPaused, slot != .distantFuture else { return }
+        if self.resumed.exchange(false, ordering: .acquiringAndReleasing) {
+            self.previousIndex = nil
+        }
+        // A link fired late (its mode was not running) reports the grid point that just passed, not its old slot.
+        let now = self.timer.link.loop?.now ?? slot
+        let index = self.display.frameIndex(atOrBefore: max(slot, now), refreshesPerFrame: self.refreshesPerFrame)
+        let timestamp = self.display.instant(ofFrame: index, refreshesPerFrame: self.refreshesPerFrame)
+        let target = self.display.instant(ofFrame: index + 1, refreshesPerFrame: self.refreshesPerFrame)
+        let skipped = self.previousIndex.map { max(0, Int(index - $0) - 1) } ?? 0
+        self.previousIndex = index
+        let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
+        for monitor in self.monitors.withLock({ $0 }) {
+            monitor.frameWillRun(frame)
+        }
+        self.callback(self, frame)
+    }
+}
+
+/// Lets a display link's timer reach the link, keeping it alive until it is invalidated.
+private final class DisplayLinkOwner: Sendable {
+    private let held = Mutex<LoopDisplayLink?>(nil)
+
+    var link: LoopDisplayLink? {
+        get { self.held.withLock { $0 } }
+        set { self.held.withLock { $0 = newValue } }
+    }
+}

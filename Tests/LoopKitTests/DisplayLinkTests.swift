@@ -1,0 +1,329 @@
+import Testing
+@testable import LoopKit
+
+@Suite("Display links")
+struct DisplayLinkTests {
+    @Test func aLinkGetsTheLargestDivisorOfTheMaximumRateThatFits() {
+        let display = LoopDisplay(maximumRate: 120)
+        func rate(_ preferred: Double) -> Double {
+            LoopDisplayLink(display: display, preferredRate: preferred) { _, _ in }.rate
+        }
+        #expect(rate(0) == 120)
+        #expect(rate(120) == 120)
+        #expect(rate(200) == 120)
+        #expect(rate(60) == 60)
+        #expect(rate(59) == 40)
+        #expect(rate(40) == 40)
+        #expect(rate(30) == 30)
+        #expect(rate(25) == 24)
+        #expect(rate(24) == 24)
+        #expect(rate(20) == 20)
+        #expect(LoopDisplayLink(display: .sixtyHertz, preferredRate: 120) { _, _ in }.rate == 60)
+        #expect(LoopDisplayLink(display: .sixtyHertz, preferredRate: 45) { _, _ in }.rate == 30)
+        #expect(LoopDisplayLink(display: LoopDisplay(maximumRate: 144), preferredRate: 100) { _, _ in }.rate == 72)
+    }
+
+    @Test func aRangeChoosesTheLargestFittingRateNotAbovePreferred() {
+        let display = LoopDisplay(maximumRate: 120)
+        let link = LoopDisplayLink(display: display, minimum: 30, maximum: 60, preferred: 50) { _, _ in }
+        #expect(link.rate == 40)
+        #expect(link.refreshesPerFrame == 3)
+        // Nothing inside 50...55 on a 120 Hz display: the nearest supported rate (60) is used.
+        #expect(LoopDisplayLink(display: display, minimum: 50, maximum: 55, preferred: 52) { _, _ in }.rate == 60)
+    }
+
+    @Test func theFrameBudgetIsOneFrameAtTheLinksRate() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let frames = Recorder<DisplayFrame>()
+        let fast = LoopDisplayLink(display: .default) { link, frame in
+            frames.append(frame)
+            link.invalidate()
+        }
+        let slow = LoopDisplayLink(display: .sixtyHertz) { link, frame in
+            frames.append(frame)
+            link.invalidate()
+        }
+        loop.add(fast, forMode: .default)
+        loop.add(slow, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        let durations = frames.elements.map(\.duration)
+        #expect(durations.contains(.nanoseconds(8_333_333)) || durations.contains(.nanoseconds(8_333_334)))
+        #expect(durations.contains(.nanoseconds(16_666_666)) || durations.contains(.nanoseconds(16_666_667)))
+        #expect(LoopDisplay.default.refreshPeriod == Duration(attoseconds: 8_333_333_333_333_333))
+    }
+
+    @Test func callbacksLandOnTheGridWithTargetsOnTheNextGridPoint() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let display = LoopDisplay(maximumRate: 120)
+        let seen = Recorder<(DisplayFrame, LoopInstant)>()
+        let link = LoopDisplayLink(display: display) { link, frame in
+            seen.append((frame, clock.now))
+            if seen.count == 10 { link.invalidate() }
+        }
+        loop.add(link, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        let first = display.frameIndex(atOrBefore: clock.now, refreshesPerFrame: 1) - 9
+        for (offset, (frame, firedAt)) in seen.elements.enumerated() {
+            let index = first + Int64(offset)
+            #expect(frame.index == index)
+            #expect(frame.timestamp == display.instant(ofFrame: index, refreshesPerFrame: 1))
+            #expect(frame.targetTimestamp == display.instant(ofFrame: index + 1, refreshesPerFrame: 1))
+            #expect(firedAt == frame.timestamp)
+            #expect(frame.skippedFrames == 0)
+        }
+    }
+
+    @Test func theFirstCallbackIsAtTheFirstGridPointAfterTheLinkIsAdded() throws {
+        let clock = ManualLoopClock(start: LoopInstant(nanoseconds: 1_000_000_000 + 3_000_000))
+        let loop = try Loop(clock: clock)
+        let seen = Recorder<DisplayFrame>()
+        loop.add(LoopDisplayLink(display: .default) { link, frame in
+            seen.append(frame)
+            link.invalidate()
+        }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        // 1 s is frame 120 of a 120 Hz grid from 0; 1.003 s is inside it, so the first callback is frame 121.
+        #expect(seen.elements.map(\.index) == [121])
+        #expect(seen.elements[0].timestamp == LoopInstant(nanoseconds: 1_008_333_333))
+    }
+
+    @Test func anOverrunSkipsAndCountsTheMissedFramesAndTheNextCallbackIsOnTheGrid() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let display = LoopDisplay.default
+        let seen = Recorder<DisplayFrame>()
+        let link = LoopDisplayLink(display: display) { link, frame in
+            seen.append(frame)
+            if seen.count == 3 { clock.advance(by: .milliseconds(20)) }  // a slow frame
+            if seen.count == 6 { link.invalidate() }
+        }
+        loop.add(link, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        let frames = seen.elements
+        let indices = frames.map(\.index)
+        let base = indices[0]
+        // Frame base+2 ran 20 ms (2.4 frames): base+3 and base+4 are skipped, the next callback is base+5.
+        #expect(indices == [base, base + 1, base + 2, base + 5, base + 6, base + 7])
+        #expect(frames.map(\.skippedFrames) == [0, 0, 0, 2, 0, 0])
+        for frame in frames {
+            #expect(frame.timestamp == display.instant(ofFrame: frame.index, refreshesPerFrame: 1))
+        }
+    }
+
+    @Test func aPausedLinkResumesOnTheGridWithoutCountingPausedFramesAsSkipped() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let display = LoopDisplay.default
+        let seen = Recorder<DisplayFrame>()
+        let link = LoopDisplayLink(display: display) { link, frame in
+            seen.append(frame)
+            if seen.count == 2 { link.isPaused = true }
+            if seen.count == 4 { link.invalidate() }
+        }
+        loop.add(link, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        loop.run(mode: .default, before: clock.now + .milliseconds(50))
+        #expect(seen.count == 2)
+        clock.advance(by: .microseconds(1500))  // resume between grid points
+        let resumedAt = clock.now
+        link.isPaused = false
+        loop.run(mode: .default, before: clock.now + .milliseconds(50))
+        let frames = seen.elements
+        #expect(frames.count == 4)
+        let expected = display.nextFrame(after: resumedAt, refreshesPerFrame: 1)
+        #expect(frames[2].index == expected.index)
+        #expect(frames[2].timestamp == expected.instant)
+        #expect(frames[2].skippedFrames == 0)
+        #expect(frames[3].index == expected.index + 1)
+    }
+
+    @Test func linksOfOneDisplayShareTheirInstants() throws {
+        let clock = ManualLoopClock(start: LoopInstant(nanoseconds: 1_234_567_891))
+        let loop = try Loop(clock: clock)
+        let fast = Recorder<LoopInstant>()
+        let slow = Recorder<LoopInstant>()
+        let other = Recorder<LoopInstant>()
+        loop.add(LoopDisplayLink(display: .default, preferredRate: 120) { _, frame in fast.append(frame.timestamp) },
+                 forMode: .default)
+        loop.add(LoopDisplayLink(display: .default, preferredRate: 60) { _, frame in slow.append(frame.timestamp) },
+                 forMode: .default)
+        loop.add(LoopDisplayLink(display: .default, preferredRate: 120) { _, frame in other.append(frame.timestamp) },
+                 forMode: .default)
+        loop.run(mode: .default, before: clock.now + .milliseconds(100))
+        #expect(fast.count >= 11)
+        #expect(fast.elements == other.elements)
+        #expect(Set(slow.elements).isSubset(of: Set(fast.elements)))
+        #expect(slow.count >= 5)
+    }
+
+    @Test func aDefaultModeLinkIsSilentDuringTrackingAndACommonModeLinkTicks() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let defaultFrames = Recorder<Int64>()
+        let commonFrames = Recorder<Int64>()
+        loop.add(LoopDisplayLink(display: .sixtyHertz) { _, frame in defaultFrames.append(frame.index) },
+                 forMode: .default)
+        loop.add(LoopDisplayLink(display: .sixtyHertz) { _, frame in commonFrames.append(frame.index) },
+                 forMode: .common)
+        loop.run(mode: .tracking, before: clock.now + .milliseconds(100))
+        #expect(defaultFrames.count == 0)
+        #expect(commonFrames.count == 6)
+        let backInDefault = clock.now
+        loop.run(mode: .default, before: clock.now + .milliseconds(50))
+        // Back in default: a frame at once (the grid point that just passed), then every 16.7 ms up to the deadline.
+        #expect(defaultFrames.count == 4)
+        let first = try #require(defaultFrames.elements.first)
+        #expect(LoopDisplay.sixtyHertz.instant(ofFrame: first, refreshesPerFrame: 1) == backInDefault)
+    }
+
+    @Test func theThousandthCallbackIsStillExactlyOnTheGrid() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let display = LoopDisplay.default
+        var first: Int64?
+        var last: DisplayFrame?
+        var count = 0
+        loop.add(LoopDisplayLink(display: display) { link, frame in
+            first = first ?? frame.index
+            last = frame
+            count += 1
+            if count == 1001 { link.invalidate() }
+        }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        let frame = try #require(last)
+        #expect(frame.index == first! + 1000)
+        #expect(frame.timestamp == display.instant(ofFrame: first! + 1000, refreshesPerFrame: 1))
+        // 1000 frames at 120 Hz from frame `first` is exactly 1000/120 s later, to the nanosecond (no drift).
+        let expected = display.instant(ofFrame: first!, refreshesPerFrame: 1) + .nanoseconds(8_333_333_333)
+        #expect(frame.timestamp - expected <= .nanoseconds(1))
+        #expect(expected - frame.timestamp <= .nanoseconds(1))
+    }
+
+    @Test func aLinkMayInvalidateItselfFromItsCallback() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let count = Recorder<Int>()
+        let link = LoopDisplayLink { link, _ in
+            count.append(1)
+            link.invalidate()
+        }
+        loop.add(link, forMode: .common)
+        #expect(loop.run(mode: .default, before: .distantFuture) == .finished)
+        #expect(count.count == 1)
+        #expect(!link.isValid)
+        #expect(!loop.contains(link, inMode: .default))
+    }
+}
+
+@Suite("Hitch monitor")
+struct HitchMonitorTests {
+    @Test func scriptedSlowFramesGiveExactHitchTimeAndRatio() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let monitor = HitchMonitor(loop: loop)
+        var count = 0
+        var slow: [DisplayFrame] = []
+        let link = LoopDisplayLink(display: .default) { link, frame in
+            count += 1
+            if count == 10 || count == 20 {
+                clock.advance(by: .milliseconds(20))  // a heavy frame: 20 ms of work at 120 Hz
+                slow.append(frame)
+            } else {
+                clock.advance(by: .milliseconds(1))
+            }
+            if count == 60 { link.invalidate() }
+        }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .common)
+        loop.run(mode: .default, before: .distantFuture)
+
+        let report = monitor.report
+        #expect(report.frames == 60)
+        #expect(report.skippedFrames == 4)
+        #expect(report.hitches == 2)
+        let expectedHitch = slow.map { ($0.timestamp + .milliseconds(20)) - $0.targetTimestamp }
+            .reduce(Duration.zero, +)
+        #expect(report.totalHitchTime == expectedHitch)
+        #expect(report.totalHitchTime > .milliseconds(23))
+        #expect(report.totalHitchTime < .milliseconds(24))
+        #expect(report.longestBusyPass == .milliseconds(20))
+        #expect(report.hangs == 0)
+        let seconds = HitchReport.seconds(report.frameSpan)
+        #expect(abs(report.hitchTimeRatio - HitchReport.seconds(expectedHitch) * 1000 / seconds) < 1e-9)
+        #expect(report.rating == .critical)
+    }
+
+    @Test func ratingsFollowApplesThresholds() {
+        #expect(HitchRating(hitchTimeRatio: 0) == .good)
+        #expect(HitchRating(hitchTimeRatio: 4.99) == .good)
+        #expect(HitchRating(hitchTimeRatio: 5) == .warning)
+        #expect(HitchRating(hitchTimeRatio: 10) == .warning)
+        #expect(HitchRating(hitchTimeRatio: 10.01) == .critical)
+    }
+
+    @Test func lightFramesAreNotHitches() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let monitor = HitchMonitor(loop: loop)
+        var count = 0
+        let link = LoopDisplayLink(display: .sixtyHertz) { link, _ in
+            count += 1
+            clock.advance(by: .milliseconds(5))
+            if count == 30 { link.invalidate() }
+        }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        let report = monitor.report
+        #expect(report.frames == 30)
+        #expect(report.hitches == 0)
+        #expect(report.skippedFrames == 0)
+        #expect(report.hitchTimeRatio == 0)
+        #expect(report.rating == .good)
+        #expect(report.longestBusyPass == .milliseconds(5))
+    }
+
+    @Test func aBusyPassOverTheThresholdIsReportedAsAHang() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let monitor = HitchMonitor(loop: loop, hangThreshold: .milliseconds(250))
+        let hangs = Recorder<HangEvent>()
+        monitor.onHang { hangs.append($0) }
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in clock.advance(by: .milliseconds(300)) }, forMode: .default)
+        loop.add(LoopTimer(interval: .milliseconds(500)) { _ in clock.advance(by: .milliseconds(100)) }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(hangs.count == 1)
+        #expect(hangs.elements.first?.duration == .milliseconds(300))
+        #expect(hangs.elements.first?.mode == .default)
+        #expect(monitor.report.hangs == 1)
+        #expect(monitor.report.longestBusyPass == .milliseconds(300))
+    }
+}
+
+@Suite("Display links on the real clock", .serialized, .timeLimit(.minutes(1)))
+struct DisplayLinkRealClockTests {
+    @Test func a120HzLinkTicksOnIncreasingGridPointsAndNeverEarly() throws {
+        let loop = try Loop()
+        let display = LoopDisplay.default
+        let seen = Recorder<(DisplayFrame, LoopInstant)>()
+        loop.add(LoopDisplayLink(display: display) { link, frame in
+            seen.append((frame, loop.now))
+            if seen.count == 30 { link.invalidate() }
+        }, forMode: .default)
+        let start = loop.now
+        while seen.count < 30, loop.now < start + .seconds(30) {
+            loop.run(mode: .default, before: start + .seconds(30))
+        }
+        let frames = seen.elements
+        #expect(frames.count == 30)
+        for (index, (frame, firedAt)) in frames.enumerated() {
+            #expect(firedAt >= frame.timestamp)
+            #expect(frame.timestamp == display.instant(ofFrame: frame.index, refreshesPerFrame: 1))
+            if index > 0 {
+                #expect(frame.index > frames[index - 1].0.index)
+            }
+        }
+    }
+}
