@@ -265,13 +265,18 @@ extension Loop {
 
     /// Calls the ready descriptor sources in `order`, skipping any that an earlier callback cancelled or removed.
     ///
+    /// A source is told only of the events it still watches (plus error, hang-up and invalid): an earlier callback of
+    /// the pass, or another thread during the wait, may have changed its `events` since the poll.
+    ///
     /// - Returns: Whether a source was called.
     private func performReadyDescriptorSources(
         _ ready: [(LoopDescriptorSource, DescriptorEvents)],
         in items: ModeItems
     ) -> Bool {
         var handled = false
-        for (source, events) in ready where source.isValid && source.modes.contains(items.mode) {
+        for (source, polled) in ready where source.isValid && source.modes.contains(items.mode) {
+            let events = polled.intersection(source.events.union([.error, .hangUp, .invalid]))
+            guard !events.isEmpty else { continue }
             source.handle(events)
             handled = true
             if events.contains(.invalid) {
