@@ -161,9 +161,17 @@ extension Loop {
         runnable.sort { ($0.source.order, $0.index) < ($1.source.order, $1.index) }
 
         var handled = false
-        for (_, source) in runnable where source.isValid && source.isSignalled && source.modes.contains(mode) {
+        var removedMeanwhile: [LoopSource] = []
+        for (_, source) in runnable where source.isValid && source.isSignalled {
+            guard source.modes.contains(mode) else {
+                removedMeanwhile.append(source)  // an earlier callback took it out of this mode: keep its signal
+                continue
+            }
             source.perform()
             handled = true
+        }
+        if !removedMeanwhile.isEmpty {
+            self.shared.withLock { $0.signalledSources.insert(contentsOf: removedMeanwhile, at: 0) }
         }
         return handled
     }
