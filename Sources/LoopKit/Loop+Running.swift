@@ -133,13 +133,17 @@ extension Loop {
 
     /// Runs the signalled sources of `items`' mode, lower `order` first, then first signalled first.
     ///
+    /// In a nested run, the sources that the outer pass took but has not run yet come first: they were signalled
+    /// before the others, and the outer pass skips those that the nested run ran.
+    ///
     /// - Returns: Whether a source ran.
     private func performSignalledSources(in items: ModeItems) -> Bool {
-        let signalled = self.shared.withLock { state -> [LoopSource] in
+        let noted = self.shared.withLock { state -> [LoopSource] in
             guard !state.signalledSources.isEmpty else { return [] }
             defer { state.signalledSources = [] }
             return state.signalledSources
         }
+        let signalled = self.unrunSignalledSources.isEmpty ? noted : Array(self.unrunSignalledSources) + noted
         guard !signalled.isEmpty else { return false }
 
         let mode = items.mode
@@ -159,11 +163,23 @@ extension Loop {
             self.shared.withLock { $0.signalledSources.insert(contentsOf: elsewhere, at: 0) }
         }
         runnable.sort { ($0.source.order, $0.index) < ($1.source.order, $1.index) }
+        let ordered = runnable.map(\.source)
 
         var handled = false
-        for (_, source) in runnable where source.isValid && source.isSignalled && source.modes.contains(mode) {
+        var removedMeanwhile: [LoopSource] = []
+        let outerUnrun = self.unrunSignalledSources
+        defer { self.unrunSignalledSources = outerUnrun }
+        for (position, source) in ordered.enumerated() where source.isValid && source.isSignalled {
+            guard source.modes.contains(mode) else {
+                removedMeanwhile.append(source)  // an earlier callback took it out of this mode: keep its signal
+                continue
+            }
+            self.unrunSignalledSources = ordered[(position + 1)...]  // seen by a run nested in the callback
             source.perform()
             handled = true
+        }
+        if !removedMeanwhile.isEmpty {
+            self.shared.withLock { $0.signalledSources.insert(contentsOf: removedMeanwhile, at: 0) }
         }
         return handled
     }
@@ -265,13 +281,18 @@ extension Loop {
 
     /// Calls the ready descriptor sources in `order`, skipping any that an earlier callback cancelled or removed.
     ///
+    /// A source is told only of the events it still watches (plus error, hang-up and invalid): an earlier callback of
+    /// the pass, or another thread during the wait, may have changed its `events` since the poll.
+    ///
     /// - Returns: Whether a source was called.
     private func performReadyDescriptorSources(
         _ ready: [(LoopDescriptorSource, DescriptorEvents)],
         in items: ModeItems
     ) -> Bool {
         var handled = false
-        for (source, events) in ready where source.isValid && source.modes.contains(items.mode) {
+        for (source, polled) in ready where source.isValid && source.modes.contains(items.mode) {
+            let events = polled.intersection(source.events.union([.error, .hangUp, .invalid]))
+            guard !events.isEmpty else { continue }
             source.handle(events)
             handled = true
             if events.contains(.invalid) {

@@ -37,6 +37,9 @@ public final class Loop: @unchecked Sendable {
     var lastSequence: UInt64 = 0
     let poller = Poller()
     var polledSources: [LoopDescriptorSource] = []
+    /// The signalled sources that the running pass took from `shared` and has yet to run, so that a run nested in
+    /// one of their callbacks runs them as CF's does, instead of leaving them for after the nested run returns.
+    var unrunSignalledSources: ArraySlice<LoopSource> = []
 
     /// A loop owned by the calling thread, reading time from `clock`.
     ///

@@ -1,0 +1,130 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Testing
+@testable import LoopKit
+
+extension Loop {
+    /// One non-blocking pass in `mode`: the deadline is already reached (a `ManualLoopClock` loop, as in rule 12).
+    @discardableResult
+    func runOnePass(in mode: LoopMode = .default, returnAfterSourceHandled: Bool = false) -> RunResult {
+        self.run(mode: mode, before: self.now, returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+}
+
+/// A connected pair of non-blocking `AF_UNIX` stream sockets; closes what is still open on deinit.
+final class TestSocketPair: @unchecked Sendable {
+    let first: CInt
+    let second: CInt
+
+    init() throws {
+        var ends: [CInt] = [-1, -1]
+        #if canImport(Glibc)
+        let type = CInt(SOCK_STREAM.rawValue)
+        #else
+        let type = SOCK_STREAM
+        #endif
+        try #require(socketpair(AF_UNIX, type, 0, &ends) == 0)
+        self.first = ends[0]
+        self.second = ends[1]
+        for end in ends {
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+        }
+    }
+
+    /// Sends `text` on `descriptor`.
+    func send(_ text: String, on descriptor: CInt) {
+        var bytes = Array(text.utf8)
+        _ = write(descriptor, &bytes, bytes.count)
+    }
+
+    /// Reads everything available on `descriptor`.
+    func readAll(from descriptor: CInt) -> String {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var text = ""
+        while true {
+            let count = read(descriptor, &buffer, buffer.count)
+            guard count > 0 else { break }
+            text += String(decoding: buffer[0..<count], as: UTF8.self)
+        }
+        return text
+    }
+
+    /// Shuts `descriptor` down both ways (shutdown(2) with `SHUT_RDWR`): its peer sees a hang-up.
+    func hangUp(_ descriptor: CInt) {
+        _ = shutdown(descriptor, CInt(SHUT_RDWR))
+    }
+
+    deinit {
+        _ = close(self.first)
+        _ = close(self.second)
+    }
+}
+
+extension TestPipe {
+    /// Reads at most `count` bytes; returns the text read.
+    func read(count: Int) -> String {
+        var buffer = [UInt8](repeating: 0, count: count)
+        let got = Glibc.read(self.readEnd, &buffer, count)
+        return got > 0 ? String(decoding: buffer[0..<got], as: UTF8.self) : ""
+    }
+}
+
+#if os(Linux)
+/// A non-blocking Linux eventfd; closed on deinit.
+///
+/// Swift's Glibc module does not export `<sys/eventfd.h>`, so the test looks `eventfd(3)` up in the C library
+/// with dlsym(3) rather than adding a wrapper to the library for tests alone.
+final class TestEventDescriptor: @unchecked Sendable {
+    let descriptor: CInt
+
+    init() throws {
+        typealias MakeEventDescriptor = @convention(c) (CUnsignedInt, CInt) -> CInt
+        let library = try #require(dlopen(nil, RTLD_NOW))
+        let symbol = try #require(dlsym(library, "eventfd"))
+        let makeEventDescriptor = unsafeBitCast(symbol, to: MakeEventDescriptor.self)
+        // glibc defines EFD_NONBLOCK and EFD_CLOEXEC as O_NONBLOCK and O_CLOEXEC.
+        self.descriptor = makeEventDescriptor(0, O_NONBLOCK | O_CLOEXEC)
+        try #require(self.descriptor >= 0)
+    }
+
+    /// Adds `value` to the counter (write(2) of 8 bytes).
+    func add(_ value: UInt64) {
+        var value = value
+        _ = write(self.descriptor, &value, MemoryLayout<UInt64>.size)
+    }
+
+    /// Reads and resets the counter; `nil` when it was zero.
+    func take() -> UInt64? {
+        var value: UInt64 = 0
+        let count = read(self.descriptor, &value, MemoryLayout<UInt64>.size)
+        return count == MemoryLayout<UInt64>.size ? value : nil
+    }
+
+    deinit {
+        _ = close(self.descriptor)
+    }
+}
+#endif
+
+/// A duplicate of `descriptor` numbered `atLeast` or above, out of the range that other tests' `pipe()` calls
+/// reuse, so that a test may close it under a live source without another test opening the same number.
+func highDuplicate(of descriptor: CInt, atLeast minimum: CInt) throws -> CInt {
+    let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, minimum)
+    try #require(duplicate >= minimum)
+    return duplicate
+}
+
+/// Closes `descriptor` (close(2)).
+func closeDescriptorForTest(_ descriptor: CInt) {
+    _ = close(descriptor)
+}
+
+extension ExitTest.Result {
+    /// What the child process wrote to standard error (a precondition's message, in a debug build).
+    var standardErrorText: String {
+        String(decoding: self.standardErrorContent, as: UTF8.self)
+    }
+}
