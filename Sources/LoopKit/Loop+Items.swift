@@ -9,12 +9,13 @@ extension Loop {
 
     /// Schedules `timer` to fire while the loop runs `mode`. Any thread.
     ///
-    /// The first addition to a loop fixes an interval timer's first fire date at `now + interval`. A timer in several
-    /// modes fires once per slot.
+    /// The first addition to a loop fixes an interval timer's first fire date at `now + interval`, `now` being the
+    /// moment of this call, also when it is made on another thread. A timer in several modes fires once per slot.
     ///
     /// - Precondition: `timer` is valid and belongs to no other loop.
     /// - Complexity: O(log *n*) for *n* timers in the mode.
     public func add(_ timer: LoopTimer, forMode mode: LoopMode) {
+        timer.resolveFireDate(now: self.now)
         self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)")
     }
 

@@ -254,8 +254,10 @@ extension Loop {
 
     /// Fires every timer of the mode due at `now`, earliest first (equal dates in the order added).
     ///
-    /// All due timers are taken from the queue before any callback runs, so a timer added or moved by a callback
-    /// waits for the next pass.
+    /// All due timers are collected before any callback runs, so a timer added or moved by a callback waits for the
+    /// next pass. The collected entries stay queued until their timer fires, so that a callback which runs the loop
+    /// nested does not hold back the other timers of this batch: the nested run fires them on their slots, and
+    /// firing makes the entry stale (a new generation, or the timer left the mode), so this batch skips them.
     private func fireDueTimers(in items: ModeItems, now: LoopInstant) {
         let mode = items.mode
         guard let first = items.timers.first, first.deadline <= now.nanoseconds else { return }
@@ -266,6 +268,9 @@ extension Loop {
             if Loop.isLive(entry, in: mode) && !entry.timer.isFiring {
                 due.append(entry)
             }
+        }
+        for entry in due {
+            items.timers.insert(entry)
         }
         for entry in due {
             let timer = entry.timer

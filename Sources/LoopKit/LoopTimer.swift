@@ -173,7 +173,7 @@ public final class LoopTimer: @unchecked Sendable {
 
     // MARK: Used by the loop (loop thread)
 
-    /// Fixes a relative first fire date against `now`, on the first addition to a loop.
+    /// Fixes a relative first fire date against `now`, on the first addition to a loop (any thread).
     func resolveFireDate(now: LoopInstant) {
         self.schedule.withLock { schedule in
             if schedule.fireDate == nil {
@@ -234,7 +234,6 @@ extension LoopTimer: LoopItem {
     static var kind: String { "LoopTimer" }
 
     func attach(to items: ModeItems, loop: Loop) {
-        self.resolveFireDate(now: loop.now)
         items.timerCount += 1
         if let entry = self.makeEntry() {
             items.timers.insert(entry)

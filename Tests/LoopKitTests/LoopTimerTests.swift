@@ -1,0 +1,772 @@
+import Testing
+@testable import LoopKit
+
+/// A loop on a manual clock and the instant the test began: virtual time for timer semantics.
+///
+/// The loop advances the clock to its next wake instead of sleeping, so `run(until:)` runs every pass up to that
+/// virtual instant in microseconds, and `runOnePass()` makes exactly one non-blocking pass.
+private struct VirtualLoop {
+    let clock: ManualLoopClock
+    let loop: Loop
+    let start: LoopInstant
+
+    init() throws {
+        let clock = ManualLoopClock()
+        self.clock = clock
+        self.loop = try Loop(clock: clock)
+        self.start = clock.now
+    }
+
+    /// The instant `ms` milliseconds after the start.
+    func at(_ ms: Int) -> LoopInstant {
+        self.start + .milliseconds(ms)
+    }
+
+    /// The virtual time since the start.
+    var elapsed: Duration {
+        self.clock.now - self.start
+    }
+
+    func advance(ms: Int) {
+        self.clock.advance(by: .milliseconds(ms))
+    }
+
+    @discardableResult
+    func run(_ mode: LoopMode = .default, until ms: Int) -> RunResult {
+        self.loop.run(mode: mode, before: self.at(ms))
+    }
+
+    @discardableResult
+    func runOnePass(_ mode: LoopMode = .default) -> RunResult {
+        self.loop.run(mode: mode, before: self.clock.now)
+    }
+
+    /// Keeps `mode` alive for the test without ever firing in it.
+    func keepAlive(_ mode: LoopMode) {
+        self.loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: mode)
+    }
+
+    /// Counts the loop's wake-ups in `mode` (its `afterWaiting` activities).
+    func wakeCounter(in mode: LoopMode = .default) -> () -> Int {
+        var wakes = 0
+        self.loop.add(LoopObserver(activities: .afterWaiting) { _, _ in wakes += 1 }, forMode: mode)
+        return { wakes }
+    }
+}
+
+private func ms(_ values: Int...) -> [Duration] {
+    values.map { .milliseconds($0) }
+}
+
+@Suite("Timers: first fire, phase, tolerance, invalidation, modes, nesting")
+struct LoopTimerTests {
+    // MARK: First fire
+
+    @Test func aOneShotTimerFiresOnceOneIntervalAfterItIsAddedAndIsThenInvalid() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .default)
+        #expect(t.run(until: 1000) == .finished)
+        #expect(fired == ms(10))
+        #expect(!timer.isValid)
+    }
+
+    @Test func aRepeatingTimerFiresOnEverySlotOfItsInterval() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .default)
+        #expect(t.run(until: 45) == .timedOut)
+        #expect(fired == ms(10, 20, 30, 40))
+        #expect(timer.isValid)
+        #expect(timer.fireDate == t.at(50))
+    }
+
+    @Test func aNewTimerDoesNotFireOnThePassThatAddsIt() throws {
+        let t = try VirtualLoop()
+        var fireCount = 0
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fireCount += 1 }, forMode: .default)
+        #expect(t.runOnePass() == .timedOut)
+        #expect(fireCount == 0)
+    }
+
+    @Test func aTimerAddedLongAfterItsCreationFirstFiresOneIntervalAfterItWasAdded() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }
+        #expect(timer.fireDate == nil)
+        t.advance(ms: 1000)
+        t.loop.add(timer, forMode: .default)
+        #expect(timer.fireDate == t.at(1010))
+        t.runOnePass()
+        #expect(fired.isEmpty)
+        #expect(t.run(until: 2000) == .finished)
+        #expect(fired == ms(1010))
+    }
+
+    @Test func aTimerCreatedWithAFireDateFirstFiresAtThatDateAndThenKeepsItsGrid() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(fireAt: t.at(25), interval: .milliseconds(10), repeats: true) { _ in
+            fired.append(t.elapsed)
+        }
+        t.advance(ms: 5)
+        t.loop.add(timer, forMode: .default)
+        t.run(until: 45)
+        #expect(fired == ms(25, 35, 45))
+    }
+
+    @Test func aTimerWhoseFireDateHasAlreadyPassedFiresOnTheNextPass() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        t.loop.add(LoopTimer(fireAt: t.start - .milliseconds(500)) { _ in fired.append(t.elapsed) }, forMode: .default)
+        #expect(t.runOnePass() == .timedOut)  // the mode is now empty too, but timedOut takes precedence
+        #expect(fired == ms(0))
+    }
+
+    // MARK: Phase-keeping catch-up
+
+    @Test func aLateRepeatingTimerFiresOnceSkipsTheMissedSlotsAndReturnsToItsOriginalGrid() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .default)
+        t.advance(ms: 35)  // the loop did not run for 3.5 intervals: slots 10, 20 and 30 are missed
+        t.runOnePass()
+        #expect(fired == ms(35))
+        #expect(timer.fireDate == t.at(40))
+        t.run(until: 60)
+        #expect(fired == ms(35, 40, 50, 60))
+    }
+
+    @Test func aLateFireThatLandsExactlyOnASlotMovesToTheSlotAfterIt() throws {
+        let t = try VirtualLoop()
+        var fireCount = 0
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fireCount += 1 }
+        t.loop.add(timer, forMode: .default)
+        t.advance(ms: 40)
+        t.runOnePass()
+        #expect(fireCount == 1)
+        #expect(timer.fireDate == t.at(50))
+    }
+
+    @Test func aCallbackThatOverrunsItsIntervalSkipsTheMissedSlotsInsteadOfReplayingThem() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+            fired.append(t.elapsed)
+            if fired.count == 1 {
+                t.advance(ms: 25)  // the first callback "works" for 25 ms: slots 20 and 30 pass
+            }
+        }
+        t.loop.add(timer, forMode: .default)
+        t.run(until: 60)
+        #expect(fired == ms(10, 40, 50, 60))
+    }
+
+    // MARK: Tolerance
+
+    @Test func toleranceLetsTwoNearbyTimersShareOneWakeUp() throws {
+        let t = try VirtualLoop()
+        let wakes = t.wakeCounter()
+        var fired: [String: Duration] = [:]
+        t.loop.add(LoopTimer(interval: .milliseconds(10), tolerance: .milliseconds(5)) { _ in fired["A"] = t.elapsed },
+                   forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(13)) { _ in fired["B"] = t.elapsed }, forMode: .default)
+        #expect(t.run(until: 1000) == .finished)
+        #expect(fired == ["A": .milliseconds(13), "B": .milliseconds(13)])
+        #expect(wakes() == 1)
+    }
+
+    @Test func withoutToleranceNearbyTimersEachWakeTheLoopAtTheirOwnDate() throws {
+        let t = try VirtualLoop()
+        let wakes = t.wakeCounter()
+        var fired: [String: Duration] = [:]
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired["A"] = t.elapsed }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(13)) { _ in fired["B"] = t.elapsed }, forMode: .default)
+        #expect(t.run(until: 1000) == .finished)
+        #expect(fired == ["A": .milliseconds(10), "B": .milliseconds(13)])
+        #expect(wakes() == 2)
+    }
+
+    @Test func aTimerWithZeroToleranceIsNotDelayedByALaterTolerantNeighbour() throws {
+        let t = try VirtualLoop()
+        var fired: [String: Duration] = [:]
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired["A"] = t.elapsed }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(12), tolerance: .milliseconds(5)) { _ in fired["B"] = t.elapsed },
+                   forMode: .default)
+        t.run(until: 1000)
+        #expect(fired["A"] == .milliseconds(10))
+        #expect(fired["B"] == .milliseconds(12))
+    }
+
+    @Test func aTolerantTimerNeverFiresBeforeItsFireDate() throws {
+        let t = try VirtualLoop()
+        let wakes = t.wakeCounter()
+        var fired: [String: Duration] = [:]
+        // B may wait until 12, so the loop wakes once at 10 for both; A must not be pulled forward to 7.
+        t.loop.add(LoopTimer(interval: .milliseconds(10), tolerance: .milliseconds(5)) { _ in fired["A"] = t.elapsed },
+                   forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(7), tolerance: .milliseconds(5)) { _ in fired["B"] = t.elapsed },
+                   forMode: .default)
+        t.run(until: 1000)
+        #expect(fired == ["A": .milliseconds(10), "B": .milliseconds(10)])
+        #expect(wakes() == 1)
+    }
+
+    @Test func toleranceDoesNotShiftARepeatingTimersGrid() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, tolerance: .milliseconds(3)) { _ in
+            fired.append(t.elapsed)
+        }
+        t.loop.add(timer, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(12)) { _ in }, forMode: .default)
+        t.run(until: 30)
+        #expect(fired == ms(12, 20, 30))
+    }
+
+    @Test func changingTheToleranceOfAScheduledTimerTakesEffectAtItsNextWake() throws {
+        let t = try VirtualLoop()
+        let wakes = t.wakeCounter()
+        let a = LoopTimer(interval: .milliseconds(10)) { _ in }
+        t.loop.add(a, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(13)) { _ in }, forMode: .default)
+        a.tolerance = .milliseconds(5)
+        #expect(t.run(until: 1000) == .finished)
+        #expect(t.elapsed == .milliseconds(13))
+        #expect(wakes() == 1)
+    }
+
+    // MARK: Invalidation
+
+    @Test func aTimerInvalidatedInsideItsOwnCallbackDoesNotFireAgain() throws {
+        let t = try VirtualLoop()
+        t.keepAlive(.default)
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { timer in
+            fired.append(t.elapsed)
+            if fired.count == 3 {
+                timer.invalidate()
+            }
+        }
+        t.loop.add(timer, forMode: .default)
+        t.run(until: 100)
+        #expect(fired == ms(10, 20, 30))
+        #expect(!timer.isValid)
+    }
+
+    @Test func aTimerInvalidatedFromOutsideBetweenRunsDoesNotFireAgain() throws {
+        let t = try VirtualLoop()
+        t.keepAlive(.default)
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .default)
+        t.run(until: 25)
+        timer.invalidate()
+        timer.invalidate()  // a second call does nothing
+        t.run(until: 100)
+        #expect(fired == ms(10, 20))
+        #expect(!timer.isValid)
+        #expect(!t.loop.contains(timer, inMode: .default))
+    }
+
+    @Test func aTimerInvalidatedByAnEarlierCallbackOfTheSamePassDoesNotFire() throws {
+        let t = try VirtualLoop()
+        var fired: [String] = []
+        let b = LoopTimer(interval: .milliseconds(10)) { _ in fired.append("B") }
+        let a = LoopTimer(interval: .milliseconds(10)) { _ in
+            fired.append("A")
+            b.invalidate()
+        }
+        t.loop.add(a, forMode: .default)
+        t.loop.add(b, forMode: .default)
+        #expect(t.run(until: 1000) == .finished)
+        #expect(fired == ["A"])
+    }
+
+    // MARK: Keeping a mode alive
+
+    @Test func aModeWithOneShotTimersFinishesRightAfterTheLastOneFires() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(20)) { _ in fired.append(t.elapsed) }, forMode: .default)
+        #expect(t.run(until: 1000) == .finished)
+        #expect(fired == ms(10, 20))
+        #expect(t.elapsed == .milliseconds(20))
+    }
+
+    @Test func aModeFinishesWhenItsLastTimerIsInvalidatedDuringTheRun() throws {
+        let t = try VirtualLoop()
+        let repeating = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in }
+        t.loop.add(repeating, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(25)) { _ in repeating.invalidate() }, forMode: .default)
+        #expect(t.run(until: 1000) == .finished)
+        #expect(t.elapsed == .milliseconds(25))
+    }
+
+    @Test func aModeWhoseOnlyTimerWasRemovedIsFinishedAtOnce() throws {
+        let t = try VirtualLoop()
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in }
+        t.loop.add(timer, forMode: .default)
+        t.loop.remove(timer, forMode: .default)
+        #expect(t.run(until: 1000) == .finished)
+        #expect(t.elapsed == .zero)
+        #expect(timer.isValid)
+    }
+
+    // MARK: Modes
+
+    @Test func aTimerInTwoModesFiresOncePerSlotWhicheverModeRuns() throws {
+        let t = try VirtualLoop()
+        var fired: [LoopMode] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.loop.currentMode!) }
+        t.loop.add(timer, forMode: .default)
+        t.loop.add(timer, forMode: .tracking)
+        t.run(.default, until: 10)
+        t.run(.tracking, until: 20)
+        t.run(.default, until: 30)
+        t.run(.tracking, until: 40)
+        #expect(fired == [.default, .tracking, .default, .tracking])
+    }
+
+    @Test func aTimerInTheCommonModesFiresOncePerSlotInDefaultAndInTracking() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .common)
+        t.run(.default, until: 25)
+        t.run(.tracking, until: 45)
+        #expect(fired == ms(10, 20, 30, 40))
+    }
+
+    @Test func aTimerInTwoModesFiresOnceWhenANestedRunOfTheOtherModeReachesItsSlotFirst() throws {
+        let t = try VirtualLoop()
+        var fired: [(Duration, LoopMode)] = []
+        // Added first, so it fires first at 10, and runs one pass of tracking while the timer is due in both modes.
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in t.runOnePass(.tracking) }, forMode: .default)
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+            fired.append((t.elapsed, t.loop.currentMode!))
+        }
+        t.loop.add(timer, forMode: .default)
+        t.loop.add(timer, forMode: .tracking)
+        t.run(.default, until: 20)
+        #expect(fired.map(\.0) == ms(10, 20))
+        #expect(fired.map(\.1) == [.tracking, .default])
+    }
+
+    @Test func aDefaultModeTimerDoesNotFireWhileTheLoopRunsTracking() throws {
+        let t = try VirtualLoop()
+        t.keepAlive(.tracking)
+        var fireCount = 0
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fireCount += 1 }
+        t.loop.add(timer, forMode: .default)
+        #expect(t.run(.tracking, until: 100) == .timedOut)
+        #expect(fireCount == 0)
+    }
+
+    @Test func afterTrackingADefaultModeTimerFiresOnceAndStaysOnItsGrid() throws {
+        let t = try VirtualLoop()
+        t.keepAlive(.tracking)
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .default)
+        t.run(.default, until: 10)
+        t.run(.tracking, until: 45)  // slots 20, 30 and 40 pass while tracking
+        t.runOnePass(.default)
+        #expect(fired == ms(10, 45))
+        t.run(.default, until: 70)
+        #expect(fired == ms(10, 45, 50, 60, 70))
+    }
+
+    @Test func removingATimerFromOneModeKeepsItFiringInItsOtherMode() throws {
+        let t = try VirtualLoop()
+        t.keepAlive(.default)
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .common)
+        t.loop.remove(timer, forMode: .default)
+        t.run(.default, until: 30)
+        #expect(fired.isEmpty)
+        t.run(.tracking, until: 50)
+        #expect(fired == ms(30, 40, 50))
+        #expect(timer.isValid)
+    }
+
+    @Test func aTimerRemovedAndAddedAgainFiresOncePerSlot() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .default)
+        t.loop.remove(timer, forMode: .default)
+        t.loop.add(timer, forMode: .default)
+        t.loop.add(timer, forMode: .default)  // twice in one mode is once
+        t.run(until: 30)
+        #expect(fired == ms(10, 20, 30))
+    }
+
+    // MARK: Order
+
+    @Test func timersWithEqualFireDatesFireInTheOrderTheyWereAdded() throws {
+        let t = try VirtualLoop()
+        var fired: [Int] = []
+        let timers = (0..<5).map { index in LoopTimer(fireAt: t.at(10)) { _ in fired.append(index) } }
+        for index in [3, 1, 4, 0, 2] {
+            t.loop.add(timers[index], forMode: .default)
+        }
+        t.run(until: 10)
+        #expect(fired == [3, 1, 4, 0, 2])
+    }
+
+    @Test func repeatingTimersOnOneGridFireInTheOrderTheyWereAddedOnEverySlot() throws {
+        let t = try VirtualLoop()
+        var fired: [String] = []
+        for name in ["B", "A", "C"] {
+            t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(name) },
+                       forMode: .default)
+        }
+        t.run(until: 30)
+        #expect(fired == ["B", "A", "C", "B", "A", "C", "B", "A", "C"])
+    }
+
+    @Test func aTimerAddedByACallbackWaitsForTheNextPassEvenWhenAlreadyDue() throws {
+        let t = try VirtualLoop()
+        var fired: [String] = []
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            fired.append("A")
+            t.loop.add(LoopTimer(fireAt: t.clock.now) { _ in fired.append("B") }, forMode: .default)
+        }, forMode: .default)
+        t.advance(ms: 10)
+        t.runOnePass()
+        #expect(fired == ["A"])
+        t.runOnePass()
+        #expect(fired == ["A", "B"])
+    }
+
+    // MARK: setNextFireDate
+
+    @Test func setNextFireDateFromOutsideMovesAOneShotTimer() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .default)
+        timer.setNextFireDate(t.at(30))
+        #expect(t.run(until: 1000) == .finished)
+        #expect(fired == ms(30))
+    }
+
+    @Test func setNextFireDateFromOutsideMovesARepeatingTimersGrid() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        t.loop.add(timer, forMode: .default)
+        t.run(until: 10)
+        timer.setNextFireDate(t.at(25))
+        t.run(until: 45)
+        #expect(fired == ms(10, 25, 35, 45))
+    }
+
+    @Test func aOneShotTimerThatSetsItsNextFireDateInItsCallbackFiresAgainAtThatDate() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10)) { timer in
+            fired.append(t.elapsed)
+            if fired.count == 1 {
+                timer.setNextFireDate(t.at(30))
+            }
+        }
+        t.loop.add(timer, forMode: .default)
+        #expect(t.run(until: 1000) == .finished)
+        #expect(fired == ms(10, 30))
+        #expect(!timer.isValid)
+    }
+
+    @Test func aRepeatingTimerThatSetsItsNextFireDateInItsCallbackContinuesFromThatDate() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { timer in
+            fired.append(t.elapsed)
+            if fired.count == 1 {
+                timer.setNextFireDate(t.at(25))
+            }
+        }
+        t.loop.add(timer, forMode: .default)
+        t.run(until: 45)
+        #expect(fired == ms(10, 25, 35, 45))
+    }
+
+    // MARK: Nested runs
+
+    @Test func aFiringTimerDoesNotFireAgainInsideANestedRunOfTheSameModeAndStaysOnItsGrid() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        var nestedFires = 0
+        var depth = 0
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+            fired.append(t.elapsed)
+            if depth > 0 { nestedFires += 1 }
+            if fired.count == 1 {
+                depth += 1
+                t.run(.default, until: 45)  // slots 20, 30 and 40 pass inside the callback
+                depth -= 1
+            }
+        }
+        t.loop.add(timer, forMode: .default)
+        t.run(.default, until: 60)
+        #expect(nestedFires == 0)
+        #expect(fired == ms(10, 50, 60))
+    }
+
+    @Test func anotherTimerDueInTheSamePassKeepsFiringInsideANestedRunStartedByACallback() throws {
+        let t = try VirtualLoop()
+        var fired: [(Duration, LoopMode)] = []
+        // Both are due at 10. The first (added first) starts "tracking" for 35 ms; the common timer must keep its
+        // slots during the drag, not wait for the outer pass.
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in t.run(.tracking, until: 45) }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+            fired.append((t.elapsed, t.loop.currentMode!))
+        }, forMode: .common)
+        t.run(.default, until: 60)
+        #expect(fired.map(\.0) == ms(10, 20, 30, 40, 50, 60))
+        #expect(fired.map(\.1) == [.tracking, .tracking, .tracking, .tracking, .default, .default])
+    }
+
+    @Test func anotherTimerDueInTheSamePassKeepsFiringInsideANestedRunOfTheSameMode() throws {
+        let t = try VirtualLoop()
+        var fired: [(Duration, Int)] = []
+        var depth = 0
+        // Both are due at 10; the first (added first) runs the default mode nested for 35 ms.
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            depth += 1
+            t.run(.default, until: 45)
+            depth -= 1
+        }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append((t.elapsed, depth)) },
+                   forMode: .default)
+        t.run(.default, until: 60)
+        #expect(fired.map(\.0) == ms(10, 20, 30, 40, 50, 60))
+        #expect(fired.map(\.1) == [1, 1, 1, 1, 0, 0])
+    }
+
+    @Test func aFiringTimerDoesNotFireAgainInsideANestedRunOfAnotherModeThatHoldsIt() throws {
+        let t = try VirtualLoop()
+        var fired: [(Duration, LoopMode)] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+            fired.append((t.elapsed, t.loop.currentMode!))
+            if fired.count == 1 {
+                t.run(.tracking, until: 45)
+            }
+        }
+        t.loop.add(timer, forMode: .common)
+        t.run(.default, until: 60)
+        #expect(fired.map(\.0) == ms(10, 50, 60))
+        #expect(fired.map(\.1) == [.default, .default, .default])
+    }
+}
+
+// MARK: - Preconditions
+
+@Suite("Timers: preconditions")
+struct LoopTimerPreconditionTests {
+    @Test func aNegativeIntervalTraps() async {
+        await #expect(processExitsWith: .failure) {
+            _ = LoopTimer(interval: .milliseconds(-1)) { _ in }
+        }
+    }
+
+    @Test func aRepeatingTimerWithAZeroIntervalTraps() async {
+        await #expect(processExitsWith: .failure) {
+            _ = LoopTimer(interval: .zero, repeats: true) { _ in }
+        }
+    }
+
+    @Test func aRepeatingTimerWithAFireDateAndNoIntervalTraps() async {
+        await #expect(processExitsWith: .failure) {
+            _ = LoopTimer(fireAt: LoopInstant(nanoseconds: 1_000_000_000), repeats: true) { _ in }
+        }
+    }
+
+    @Test func aNaNTimeIntervalTraps() async {
+        await #expect(processExitsWith: .failure) {
+            _ = LoopTimer(timeInterval: .nan) { _ in }
+        }
+    }
+
+    @Test func anInfiniteTimeIntervalTraps() async {
+        await #expect(processExitsWith: .failure) {
+            _ = LoopTimer(timeInterval: .infinity) { _ in }
+        }
+    }
+
+    @Test func aNegativeToleranceTraps() async {
+        await #expect(processExitsWith: .failure) {
+            _ = LoopTimer(interval: .milliseconds(10), tolerance: .milliseconds(-1)) { _ in }
+        }
+    }
+
+    @Test func addingAnInvalidatedTimerTraps() async {
+        await #expect(processExitsWith: .failure) {
+            func addInvalidatedTimer() throws {
+                let loop = try Loop(clock: ManualLoopClock())
+                let timer = LoopTimer(interval: .milliseconds(10)) { _ in }
+                timer.invalidate()
+                loop.add(timer, forMode: .default)
+            }
+            try addInvalidatedTimer()
+        }
+    }
+
+    @Test func addingATimerToASecondLoopTraps() async {
+        await #expect(processExitsWith: .failure) {
+            func addToTwoLoops() throws {
+                let first = try Loop(clock: ManualLoopClock())
+                let second = try Loop(clock: ManualLoopClock())
+                let timer = LoopTimer(interval: .milliseconds(10)) { _ in }
+                first.add(timer, forMode: .default)
+                second.add(timer, forMode: .default)
+                withExtendedLifetime(first) {}
+            }
+            try addToTwoLoops()
+        }
+    }
+}
+
+// MARK: - Real clock and other threads
+
+/// Tests on the system clock: order and lower bounds only; every deadline here is a hang guard.
+@Suite("Timers: real clock and other threads", .serialized, .timeLimit(.minutes(1)))
+struct LoopTimerRealClockTests {
+    /// Far beyond any fire in these tests: a run that reaches it has missed a wake-up.
+    static let hangGuard: Duration = .seconds(30)
+
+    @Test func aTwentyMillisecondTimerNeverFiresBeforeItsFireDate() throws {
+        let loop = try Loop()
+        let start = loop.now
+        var firedAt: LoopInstant?
+        let timer = LoopTimer(interval: .milliseconds(20)) { _ in firedAt = loop.now }
+        loop.add(timer, forMode: .default)
+        let fireDate = try #require(timer.fireDate)
+        while firedAt == nil, loop.now < start + Self.hangGuard {
+            loop.run(mode: .default, before: start + Self.hangGuard)
+        }
+        let fired = try #require(firedAt)
+        #expect(fired >= fireDate)
+        #expect(fired - start >= .milliseconds(20))
+    }
+
+    @Test func aRepeatingTimerNeverFiresBeforeItsSlots() throws {
+        let loop = try Loop()
+        let start = loop.now
+        var firedAt: [LoopInstant] = []
+        let timer = LoopTimer(interval: .milliseconds(5), repeats: true, tolerance: .milliseconds(2)) { timer in
+            firedAt.append(loop.now)
+            if firedAt.count == 5 { timer.invalidate() }
+        }
+        loop.add(timer, forMode: .default)
+        let firstSlot = try #require(timer.fireDate)
+        while timer.isValid, loop.now < start + Self.hangGuard {
+            loop.run(mode: .default, before: start + Self.hangGuard)
+        }
+        // Missed slots are skipped, never replayed, so the k-th fire (from 0) is no earlier than slot k.
+        let slots = (0..<5).map { firstSlot + .milliseconds(5 * $0) }
+        #expect(firedAt.count == 5)
+        #expect(zip(firedAt, slots).allSatisfy { fire, slot in fire >= slot })
+    }
+
+    @Test func aTimerAddedFromAnotherThreadFirstFiresOneIntervalAfterTheAddNotAfterTheLoopNoticesIt() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let start = clock.now
+        var fired: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(clock.now - start) }
+        onAnotherThread { loop.add(timer, forMode: .default) }
+        #expect(timer.fireDate == start + .milliseconds(10))
+        clock.advance(by: .milliseconds(25))  // the loop's thread is busy elsewhere for 25 ms
+        loop.run(mode: .default, before: start + .milliseconds(40))
+        #expect(fired == ms(25, 30, 40))
+    }
+
+    @Test func aTimerAddedFromAnotherThreadWakesTheSleepingLoopAndFires() throws {
+        let loop = try Loop()
+        let start = loop.now
+        let keepAlive = LoopTimer(interval: .seconds(60)) { _ in }
+        loop.add(keepAlive, forMode: .default)
+        let fired = Recorder<LoopInstant>()
+        let timer = LoopTimer(interval: .milliseconds(1)) { _ in
+            fired.append(loop.now)
+            loop.stop()
+        }
+        let slept = Recorder<Bool>()
+        let helper = startThread {
+            slept.append(waitUntil { loop.isWaiting })
+            loop.add(timer, forMode: .default)
+        }
+        let result = loop.run(mode: .default, before: start + Self.hangGuard)
+        helper.join()
+        #expect(slept.elements == [true])
+        #expect(result == .stopped)
+        #expect(fired.count == 1)
+        keepAlive.invalidate()
+    }
+
+    @Test func aTimerRemovedFromAnotherThreadLetsTheSleepingLoopFinishWithoutFiringIt() throws {
+        let loop = try Loop()
+        let start = loop.now
+        let fired = Recorder<LoopInstant>()
+        let timer = LoopTimer(interval: .seconds(60)) { _ in fired.append(loop.now) }
+        loop.add(timer, forMode: .default)
+        let slept = Recorder<Bool>()
+        let helper = startThread {
+            slept.append(waitUntil { loop.isWaiting })
+            loop.remove(timer, forMode: .default)
+        }
+        let result = loop.run(mode: .default, before: start + Self.hangGuard)
+        helper.join()
+        #expect(slept.elements == [true])
+        #expect(result == .finished)
+        #expect(fired.count == 0)
+        #expect(timer.isValid)
+    }
+
+    @Test func aTimerInvalidatedFromAnotherThreadWhileTheLoopSleepsNeverFires() throws {
+        let loop = try Loop()
+        let start = loop.now
+        let fired = Recorder<LoopInstant>()
+        let timer = LoopTimer(interval: .seconds(60)) { _ in fired.append(loop.now) }
+        loop.add(timer, forMode: .default)
+        let slept = Recorder<Bool>()
+        let helper = startThread {
+            slept.append(waitUntil { loop.isWaiting })
+            timer.invalidate()
+        }
+        let result = loop.run(mode: .default, before: start + Self.hangGuard)
+        helper.join()
+        #expect(slept.elements == [true])
+        #expect(result == .finished)
+        #expect(fired.count == 0)
+        #expect(!timer.isValid)
+    }
+
+    @Test func setNextFireDateFromAnotherThreadWakesTheSleepingLoop() throws {
+        let loop = try Loop()
+        let start = loop.now
+        let fired = Recorder<LoopInstant>()
+        let timer = LoopTimer(interval: .seconds(60)) { _ in fired.append(loop.now) }
+        loop.add(timer, forMode: .default)
+        let movedTo = Recorder<LoopInstant>()
+        let helper = startThread {
+            _ = waitUntil { loop.isWaiting }
+            let date = loop.now + .milliseconds(1)
+            movedTo.append(date)
+            timer.setNextFireDate(date)
+        }
+        let result = loop.run(mode: .default, before: start + Self.hangGuard)
+        helper.join()
+        #expect(result == .finished)
+        #expect(fired.count == 1)
+        let date = try #require(movedTo.elements.first)
+        #expect(try #require(fired.elements.first) >= date)
+    }
+}
