@@ -234,6 +234,7 @@ extension LoopTimer: LoopItem {
     static var kind: String { "LoopTimer" }
 
     func attach(to items: ModeItems, loop: Loop) {
+        self.resolveFireDate(now: loop.now)  // normally done by `Loop.add` already, on the calling thread
         items.timerCount += 1
         if let entry = self.makeEntry() {
             items.timers.insert(entry)

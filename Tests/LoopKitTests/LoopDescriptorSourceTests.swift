@@ -560,7 +560,7 @@ struct LoopDescriptorSourceThreadTests {
         }, forMode: .default)
         let writer = startThread {
             // If the loop never sleeps, give up: the run's deadline (a hang guard) then ends the test.
-            guard waitUntil(.seconds(20), { loop.isWaiting }) else { return }
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
             pipe.write()
         }
         defer { writer.join() }
@@ -577,7 +577,7 @@ struct LoopDescriptorSourceThreadTests {
         loop.add(LoopDescriptorSource(descriptor: idle.readEnd, events: .readable) { _, _ in }, forMode: .default)
         pipe.write()
         let adder = startThread {
-            guard waitUntil(.seconds(20), { loop.isWaiting }) else { return }
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
             loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
                 reports.append(events)
             }, forMode: .default)
@@ -597,7 +597,7 @@ struct LoopDescriptorSourceThreadTests {
         }
         loop.add(source, forMode: .default)
         let changer = startThread {
-            guard waitUntil(.seconds(20), { loop.isWaiting }) else { return }
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
             source.events = .writable  // nothing to read, but always writable: the loop must re-poll to see it
         }
         defer { changer.join() }
@@ -617,7 +617,7 @@ struct LoopDescriptorSourceThreadTests {
         loop.add(watched, forMode: .default)
         loop.add(done, forMode: .default)
         let changer = startThread {
-            guard waitUntil(.seconds(20), { loop.isWaiting }) else { return }
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
             watched.events = []
             pipe.write()
             done.signal()
@@ -636,7 +636,7 @@ struct LoopDescriptorSourceThreadTests {
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(1) }
         loop.add(source, forMode: .default)
         let canceller = startThread {
-            guard waitUntil(.seconds(20), { loop.isWaiting }) else { return }
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
             source.cancel()
             pipe.write()
         }

@@ -488,7 +488,7 @@ struct LoopSourceThreadTests {
         loop.add(source, forMode: .default)
         let signaller = startThread {
             // If the loop never sleeps, give up: the run's deadline (a hang guard) then ends the test.
-            guard waitUntil(.seconds(20), { loop.isWaiting }) else { return }
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
             source.signal()
         }
         defer { signaller.join() }
@@ -535,7 +535,7 @@ struct LoopSourceThreadTests {
         )
         loop.add(source, forMode: .default)
         let invalidator = startThread {
-            guard waitUntil(.seconds(20), { loop.isWaiting }) else { return }
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
             source.invalidate()
         }
         defer { invalidator.join() }
@@ -549,7 +549,7 @@ struct LoopSourceThreadTests {
         let ranOnLoopThread = Recorder<Bool>()
         loop.add(LoopSource { _ in }, forMode: .default)  // keeps the mode alive until the other thread adds
         let helper = startThread {
-            guard waitUntil(.seconds(20), { loop.isWaiting }) else { return }
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
             let source = LoopSource { _ in ranOnLoopThread.append(loop.isCurrent) }
             loop.add(source, forMode: .default)
             source.signal()
