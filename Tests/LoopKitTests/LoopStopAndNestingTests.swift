@@ -206,6 +206,22 @@ struct LoopThreadingTests {
         #expect(bytes == 1)
     }
 
+    @Test func manyWakeUpsFromAnotherThreadCostOneWriteAndOneReadPerDrain() throws {
+        let loop = try Loop()
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let before = loop.counters
+        onAnotherThread {
+            for _ in 0..<10_000 {
+                loop.perform {}
+                loop.wakeUp()
+            }
+        }
+        loop.run(mode: .default, before: loop.now)
+        let spent = loop.counters.since(before)
+        #expect(spent.wakeUpWrites == 1)
+        #expect(spent.wakeUpDrains == 1)
+    }
+
     @Test func anIdleLoopSleepsUntilItsDeadlineWithoutWakingInBetween() throws {
         let loop = try Loop()
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
@@ -214,6 +230,7 @@ struct LoopThreadingTests {
         let start = loop.now
         #expect(loop.run(mode: .default, before: start + .milliseconds(200)) == .timedOut)
         #expect(wakes.count == 1)
+        #expect(loop.counters.blockingWaits == 1)
         #expect(loop.now - start >= .milliseconds(200))
     }
 

@@ -4,12 +4,17 @@ import Glibc
 import Darwin
 #endif
 import CLoopKitSystem
+import Synchronization
 
 /// The one blocking wait of a loop: a `pollfd` array rebuilt each pass from the running mode's descriptors.
 ///
 /// The buffer is kept between passes, so an idle pass allocates nothing. Loop thread only.
-final class Poller {
+// @unchecked Sendable: `descriptors` is touched only on the loop's thread; the counters are atomic.
+final class Poller: @unchecked Sendable {
     private var descriptors: [pollfd] = []
+    /// How many waits were made, and how many of them could block: read by `Loop.counters` from any thread.
+    let waitCount = Atomic<UInt64>(0)
+    let blockingWaitCount = Atomic<UInt64>(0)
 
     init() {
         self.descriptors.reserveCapacity(16)
@@ -40,6 +45,10 @@ final class Poller {
     @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
     func waitForEvents(timeoutNanoseconds: Int64) -> Int {
         let count = UInt(self.descriptors.count)
+        self.waitCount.wrappingAdd(1, ordering: .relaxed)
+        if timeoutNanoseconds != 0 {
+            self.blockingWaitCount.wrappingAdd(1, ordering: .relaxed)
+        }
         let result = self.descriptors.withUnsafeMutableBufferPointer { buffer in
             cloopkit_poll_ns(buffer.baseAddress, count, timeoutNanoseconds)
         }

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import CLoopKitSystem
+import Synchronization
 
 /// The self-pipe that wakes a sleeping loop: any thread writes a byte, the loop polls the read end.
 ///
@@ -14,6 +15,9 @@ import CLoopKitSystem
 final class WakeupPipe: Sendable {  // checked Sendable: every stored property is a `let`
     let readEnd: CInt
     let writeEnd: CInt
+    /// How many times `notify()` and `drain()` ran: the deterministic figures the benchmark reports.
+    let notifyCount = Atomic<UInt64>(0)
+    let drainCount = Atomic<UInt64>(0)
 
     /// Creates the pipe (pipe2(2) with `O_NONBLOCK | O_CLOEXEC`).
     init() throws(SystemCallError) {
@@ -36,6 +40,7 @@ final class WakeupPipe: Sendable {  // checked Sendable: every stored property i
     /// Makes the read end readable (write(2) of one byte). A full pipe already wakes the loop.
     func notify() {
         var byte: UInt8 = 1
+        self.notifyCount.wrappingAdd(1, ordering: .relaxed)
         do {
             _ = try nonBlockingCall("write") { write(self.writeEnd, &byte, 1) }
         } catch {
@@ -48,6 +53,7 @@ final class WakeupPipe: Sendable {  // checked Sendable: every stored property i
     func drain() {
         var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         let size = MemoryLayout.size(ofValue: buffer)
+        self.drainCount.wrappingAdd(1, ordering: .relaxed)
         while true {
             let result: IOResult<Int>
             do {

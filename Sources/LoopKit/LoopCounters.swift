@@ -1,0 +1,33 @@
+/// Deterministic counts of what a loop did, for benchmarks and tests: they do not depend on the machine's load.
+package struct LoopCounters: Sendable, Hashable {
+    /// Bytes written to the wake-up pipe (at most one per drain, however many wake-ups were asked for).
+    package var wakeUpWrites: UInt64
+    /// Drains of the wake-up pipe (each one read until `EAGAIN`).
+    package var wakeUpDrains: UInt64
+    /// Calls to ppoll(2), blocking or not.
+    package var waits: UInt64
+    /// Calls to ppoll(2) that could block (a timeout other than zero).
+    package var blockingWaits: UInt64
+
+    /// The counts from `earlier` to `self`.
+    package func since(_ earlier: LoopCounters) -> LoopCounters {
+        LoopCounters(
+            wakeUpWrites: self.wakeUpWrites &- earlier.wakeUpWrites,
+            wakeUpDrains: self.wakeUpDrains &- earlier.wakeUpDrains,
+            waits: self.waits &- earlier.waits,
+            blockingWaits: self.blockingWaits &- earlier.blockingWaits
+        )
+    }
+}
+
+extension Loop {
+    /// What the loop has done so far. Any thread; each figure is read atomically, the set is not a snapshot.
+    package var counters: LoopCounters {
+        LoopCounters(
+            wakeUpWrites: self.wakeup.notifyCount.load(ordering: .relaxed),
+            wakeUpDrains: self.wakeup.drainCount.load(ordering: .relaxed),
+            waits: self.poller.waitCount.load(ordering: .relaxed),
+            blockingWaits: self.poller.blockingWaitCount.load(ordering: .relaxed)
+        )
+    }
+}
