@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .library(name: "LoopKit", targets: ["LoopKit"]),
         .executable(name: "loop-demo", targets: ["loop-demo"]),
+        .executable(name: "loop-bench", targets: ["loop-bench"]),
     ],
     targets: [
         // The few Linux calls Glibc's Swift module leaves out (ppoll, pipe2, gettid, prctl), as NIO's CNIOLinux.
@@ -13,6 +14,15 @@ let package = Package(
         .target(name: "LoopKit", dependencies: ["CLoopKitSystem"]),
         .executableTarget(name: "loop-demo", dependencies: ["LoopKit"]),
         .testTarget(name: "LoopKitTests", dependencies: ["LoopKit"]),
+        // The benchmark program (`swift run -c release loop-bench`): LoopKit beside Foundation's RunLoop, Dispatch and
+        // the bare-poll floor. An executable, never a test, so `swift test` times nothing. Its C part holds the Linux
+        // calls Glibc's module leaves out (eventfd, epoll, perf_event_open, thread CPU clocks) and the counting malloc.
+        .target(name: "CLoopBench", path: "Benchmarks/Sources/CLoopBench"),
+        .executableTarget(
+            name: "loop-bench",
+            dependencies: ["LoopKit", "CLoopBench"],
+            path: "Benchmarks/Sources/loop-bench"
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,190 @@
+#define _GNU_SOURCE
+#include "CLoopBench.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t cbench_now_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+}
+
+void cbench_sleep_until_ns(uint64_t deadline_ns) {
+    struct timespec deadline = {
+        .tv_sec = (time_t)(deadline_ns / 1000000000ULL),
+        .tv_nsec = (long)(deadline_ns % 1000000000ULL),
+    };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &deadline, NULL) == EINTR) {
+    }
+}
+
+pid_t cbench_gettid(void) {
+    return (pid_t)syscall(SYS_gettid);
+}
+
+int64_t cbench_thread_cpu_ns(pid_t tid) {
+    // The kernel's CPU-time clock id of a thread, as glibc's pthread_getcpuclockid builds it:
+    // MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) = (~tid << 3) | CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED.
+    clockid_t clock = (clockid_t)((~(unsigned)tid << 3) | 4 | 2);
+    struct timespec used;
+    if (clock_gettime(clock, &used) != 0) {
+        return -1;
+    }
+    return (int64_t)used.tv_sec * 1000000000LL + used.tv_nsec;
+}
+
+int cbench_set_timer_slack_ns(unsigned long nanoseconds) {
+    return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);
+}
+
+long cbench_raise_descriptor_limit(long wanted) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+        return -1;
+    }
+    if ((long)limit.rlim_cur >= wanted) {
+        return (long)limit.rlim_cur;
+    }
+    limit.rlim_cur = (rlim_t)wanted < limit.rlim_max ? (rlim_t)wanted : limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+        return -1;
+    }
+    return (long)limit.rlim_cur;
+}
+
+int cbench_pipe(int fds[2]) {
+    return pipe2(fds, O_NONBLOCK | O_CLOEXEC);
+}
+
+int cbench_eventfd(void) {
+    return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+int cbench_poll_readable(const int *fds, int count, int timeout_ms) {
+    struct pollfd set[count];
+    for (int i = 0; i < count; i++) {
+        set[i].fd = fds[i];
+        set[i].events = POLLIN;
+        set[i].revents = 0;
+    }
+    int result;
+    do {
+        result = poll(set, (nfds_t)count, timeout_ms);
+    } while (result < 0 && errno == EINTR);
+    return result;
+}
+
+int cbench_epoll_create(void) {
+    return epoll_create1(EPOLL_CLOEXEC);
+}
+
+int cbench_epoll_add_readable(int epfd, int fd) {
+    struct epoll_event event = {.events = EPOLLIN, .data = {.fd = fd}};
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
+}
+
+int cbench_epoll_wait_one(int epfd, int timeout_ms) {
+    struct epoll_event event;
+    int result;
+    do {
+        result = epoll_wait(epfd, &event, 1, timeout_ms);
+    } while (result < 0 && errno == EINTR);
+    return result;
+}
+
+int cbench_write_byte(int fd) {
+    unsigned char byte = 1;
+    ssize_t result;
+    do {
+        result = write(fd, &byte, 1);
+    } while (result < 0 && errno == EINTR);
+    return (int)result;
+}
+
+long cbench_read_discard(int fd) {
+    unsigned char buffer[64];
+    ssize_t result;
+    do {
+        result = read(fd, buffer, sizeof buffer);
+    } while (result < 0 && errno == EINTR);
+    return (long)result;
+}
+
+int cbench_eventfd_signal(int fd) {
+    return eventfd_write(fd, 1);
+}
+
+int cbench_close(int fd) {
+    return close(fd);
+}
+
+static long tracepoint_id(const char *tracepoint) {
+    static const char *roots[] = {"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"};
+    for (unsigned i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s/id", roots[i], tracepoint);
+        FILE *file = fopen(path, "re");
+        if (file == NULL) {
+            continue;
+        }
+        long id = -1;
+        if (fscanf(file, "%ld", &id) != 1) {
+            id = -1;
+        }
+        fclose(file);
+        if (id >= 0) {
+            return id;
+        }
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+int cbench_tracepoint_counter_open(pid_t tid, const char *tracepoint) {
+    long id = tracepoint_id(tracepoint);
+    if (id < 0) {
+        return -1;
+    }
+    struct perf_event_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.type = PERF_TYPE_TRACEPOINT;
+    attr.size = sizeof attr;
+    attr.config = (uint64_t)id;
+    attr.disabled = 0;
+    attr.exclude_hv = 1;
+    return (int)syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+int64_t cbench_counter_read(int fd) {
+    uint64_t value = 0;
+    if (read(fd, &value, sizeof value) != (ssize_t)sizeof value) {
+        return -1;
+    }
+    return (int64_t)value;
+}
+
+void cbench_kernel_release(char *buffer, unsigned long size) {
+    struct utsname name;
+    if (size == 0) {
+        return;
+    }
+    if (uname(&name) != 0) {
+        buffer[0] = 0;
+        return;
+    }
+    snprintf(buffer, size, "%s", name.release);
+}

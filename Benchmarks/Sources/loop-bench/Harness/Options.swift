@@ -1,0 +1,69 @@
+/// The command line of loop-bench.
+struct Options {
+    var only: [String] = []
+    var isQuick = false
+    var jsonPath: String?
+    var svgPath: String?
+    var allowDebug = false
+    var showHelp = false
+
+    enum ParseError: Error, CustomStringConvertible {
+        case missingValue(String)
+        case unknownOption(String)
+        case unknownScenario(String, known: [String])
+
+        var description: String {
+            switch self {
+            case .missingValue(let option): "\(option) needs a value"
+            case .unknownOption(let option): "unknown option \(option) (see --help)"
+            case .unknownScenario(let name, let known):
+                "unknown scenario \(name); the scenarios are: \(known.joined(separator: ", "))"
+            }
+        }
+    }
+
+    init(arguments: [String], scenarios: [String]) throws(ParseError) {
+        var remaining = arguments[...]
+        func value(for option: String) throws(ParseError) -> String {
+            guard let value = remaining.popFirst() else { throw .missingValue(option) }
+            return value
+        }
+        while let argument = remaining.popFirst() {
+            switch argument {
+            case "--only":
+                let name = try value(for: argument)
+                guard scenarios.contains(name) else { throw .unknownScenario(name, known: scenarios) }
+                self.only.append(name)
+            case "--quick": self.isQuick = true
+            case "--json": self.jsonPath = try value(for: argument)
+            case "--svg": self.svgPath = try value(for: argument)
+            case "--allow-debug": self.allowDebug = true
+            case "--help", "-h": self.showHelp = true
+            default: throw .unknownOption(argument)
+            }
+        }
+    }
+
+    static func usage(scenarios: [any Scenario]) -> String {
+        let list = scenarios.map { "  \($0.name.padding(toLength: 12, withPad: " ", startingAt: 0)) \($0.summary)" }
+        return """
+            loop-bench: LoopKit beside Foundation's RunLoop, Dispatch and the bare-poll floor, in one process.
+
+            USAGE: swift run -c release loop-bench [options]
+
+            OPTIONS:
+              --only NAME     run only this scenario (repeatable)
+              --quick         a tenth of the samples and durations: a smoke run, not a measurement
+              --json FILE     write every figure as JSON
+              --svg FILE      write latency CDFs (one panel per scenario, log time axis) as SVG
+              --allow-debug   run even in a debug build (the figures are then meaningless)
+              --help          this text
+
+            SCENARIOS (about two minutes in all):
+            \(list.joined(separator: "\n"))
+
+            Tables go to standard output, progress to standard error. Ratios compare implementations measured in the
+            same run; on a shared or virtual machine only those ratios, and the counters, are worth comparing.
+            """
+    }
+}

@@ -1,0 +1,143 @@
+/// One target of issue 5, judged from the reports of this run.
+struct Verdict: Sendable {
+    let target: String
+    /// `nil` when the figures it needs were not measured in this run (`--only`, or unavailable here).
+    let met: Bool?
+    /// The two numbers, in words.
+    let detail: String
+
+    var line: String {
+        let mark = switch self.met {
+        case true?: "MET     "
+        case false?: "NOT MET "
+        case nil: "n/a     "
+        }
+        return mark + self.target + ": " + self.detail
+    }
+}
+
+/// Judges the targets of issue 5 against a run's reports.
+struct VerdictJudge {
+    let reports: [ScenarioReport]
+
+    private func report(_ name: String) -> ScenarioReport? {
+        self.reports.first { $0.name == name }
+    }
+
+    private func distribution(_ report: String, _ implementation: String) -> Distribution? {
+        self.report(report)?.result(implementation)?.distribution
+    }
+
+    private func figure(_ report: String, _ implementation: String, _ name: String) -> Double? {
+        self.report(report)?.result(implementation)?.figure(name)
+    }
+
+    private static func us(_ value: Double) -> String { Format.number(value) + " µs" }
+
+    /// `value ≤ factor × reference`, described.
+    private static func atMost(_ target: String, _ value: Double?, _ valueName: String, _ factor: Double,
+                               _ reference: Double?, _ referenceName: String, unit: (Double) -> String = us)
+        -> Verdict {
+        guard let value, let reference else {
+            return Verdict(target: target, met: nil, detail: "not measured in this run")
+        }
+        let bound = factor * reference
+        let factorText = factor == 1 ? "" : Format.number(factor) + " × "
+        return Verdict(target: target, met: value <= bound,
+                       detail: "\(valueName) \(unit(value)) vs \(factorText)\(referenceName) \(unit(reference))"
+                           + (factor == 1 ? "" : " = \(unit(bound))"))
+    }
+
+    func verdicts() -> [Verdict] {
+        var verdicts: [Verdict] = []
+        let lk = distribution("wakeup", WakeupScenario.loopKitPerform)
+        let floor = distribution("wakeup", WakeupScenario.pipeFloor)
+        let fdn = distribution("wakeup", WakeupScenario.foundationPerform)
+        let dispatch = distribution("wakeup", WakeupScenario.dispatchAsync)
+        verdicts.append(Self.atMost("wakeup p50 ≤ 1.5 × pipe floor", lk?.p50, "LoopKit perform p50", 1.5, floor?.p50,
+                                    "floor p50"))
+        verdicts.append(Self.atMost("wakeup p99 ≤ 1.5 × pipe floor", lk?.p99, "LoopKit perform p99", 1.5, floor?.p99,
+                                    "floor p99"))
+        verdicts.append(Self.atMost("wakeup p50 ≥ 4× better than Foundation perform + wake", lk?.p50,
+                                    "LoopKit p50", 0.25, fdn?.p50, "Foundation p50"))
+        verdicts.append(Self.atMost("wakeup p50 no worse than DispatchQueue.async", lk?.p50, "LoopKit p50", 1,
+                                    dispatch?.p50, "Dispatch p50"))
+
+        for (label, _) in TimerScenario.periods {
+            let name = "timer/\(label)"
+            let lkTimer = distribution(name, TimerScenario.loopKit)
+            let fdnTimer = distribution(name, TimerScenario.foundation)
+            verdicts.append(Self.atMost("timer \(label) p50 ≤ Foundation Timer", lkTimer?.p50, "LoopKit p50", 1,
+                                        fdnTimer?.p50, "Foundation p50"))
+            verdicts.append(Self.atMost("timer \(label) p99 ≤ Foundation Timer", lkTimer?.p99, "LoopKit p99", 1,
+                                        fdnTimer?.p99, "Foundation p99"))
+            verdicts.append(Self.atMost("timer \(label): no slot missed", figure(name, TimerScenario.loopKit, "missed"),
+                                        "LoopKit missed", 1, 0, "allowed", unit: Format.number))
+        }
+
+        let link = distribution("displaylink", DisplayLinkScenario.loopKit)
+        verdicts.append(Self.atMost("displaylink: no frame skipped",
+                                    figure("displaylink", DisplayLinkScenario.loopKit, "skipped"), "skipped", 1, 0,
+                                    "allowed", unit: Format.number))
+        var timerFloor = distribution("timer/8.333ms", TimerScenario.floor)?.p99
+        var floorName = "timer floor p99 at 8.333 ms"
+        if timerFloor == nil {
+            timerFloor = distribution("displaylink", DisplayLinkScenario.floor)?.p99
+            floorName = "120 Hz floor p99 (this scenario's)"
+        }
+        verdicts.append(Self.atMost("displaylink p99 ≤ 1.2 × timer floor p99", link?.p99, "link p99", 1.2, timerFloor,
+                                    floorName))
+        verdicts.append(Self.atMost("displaylink CPU ≤ Foundation 120 Hz timer",
+                                    figure("displaylink", DisplayLinkScenario.loopKit, "CPU ms"), "link CPU", 1,
+                                    figure("displaylink", DisplayLinkScenario.foundation, "CPU ms"), "Foundation CPU",
+                                    unit: { Format.number($0) + " ms" }))
+
+        let rate = distribution("throughput", ThroughputScenario.loopKit)?.p50
+        let blocks: (Double) -> String = { Format.number($0) + " blocks/s" }
+        // "At least" targets: the reference must be at most LoopKit's rate.
+        verdicts.append(Self.atMost("throughput ≥ DispatchQueue.async", distribution("throughput",
+                                    ThroughputScenario.dispatch)?.p50, "Dispatch", 1, rate, "LoopKit", unit: blocks))
+        verdicts.append(Self.atMost("throughput ≥ 2 × Foundation", (distribution("throughput",
+                                    ThroughputScenario.foundation)?.p50).map { $0 * 2 }, "2 × Foundation", 1, rate,
+                                    "LoopKit", unit: blocks))
+
+        verdicts.append(Self.atMost("idle: 0 wake-ups in 5 s", figure("idle", IdleScenario.loopKit, "wake-ups"),
+                                    "LoopKit wake-ups", 1, 0, "allowed", unit: Format.number))
+        verdicts.append(Self.atMost("idle: CPU < 1 ms in 5 s", figure("idle", IdleScenario.loopKit, "CPU ms"),
+                                    "LoopKit CPU", 1, 1, "limit", unit: { Format.number($0) + " ms" }))
+
+        let timers = self.report("scale/timers")
+        let small = timers?.results.first { $0.implementation.hasPrefix("LoopKit") }
+        let large = timers?.results.last { $0.implementation.hasPrefix("LoopKit") }
+        verdicts.append(Self.atMost("scale: ns/op at the largest size ≤ 2 × at 1,000", large?.distribution?.p50,
+                                    large?.implementation ?? "largest", 2, small?.distribution?.p50,
+                                    small?.implementation ?? "smallest", unit: { Format.number($0) + " ns" }))
+        let fds = self.report("scale/descriptors")
+        verdicts.append(Self.atMost("scale: wake-up p50 at 1,000 descriptors ≤ 2 × at 1",
+                                    fds?.results[safe: 2]?.distribution?.p50, "1,000 idle", 2,
+                                    fds?.results[safe: 0]?.distribution?.p50, "1 idle"))
+
+        let syscalls = "counters/syscalls"
+        let burst = "counters/burst"
+        let writes = figure(burst, "LoopKit perform", "wakeUpWrites")
+        let drains = figure(burst, "LoopKit perform", "wakeUpDrains")
+        verdicts.append(Self.atMost("counters: ≤ 1 write per coalesced wake-up (burst)", writes, "wake-up writes", 1,
+                                    drains, "drains", unit: Format.number))
+        verdicts.append(Self.atMost("counters: ≤ 1 read per coalesced wake-up (burst)",
+                                    figure(burst, "LoopKit perform", "consumer reads"), "consumer reads", 1, drains,
+                                    "drains", unit: Format.number))
+        verdicts.append(Self.atMost("counters: ≤ 1 write + 1 read + 1 wait per single wake-up",
+                                    figure(syscalls, WakeupScenario.loopKitPerform, "total"),
+                                    "LoopKit perform calls", 1, 3, "allowed", unit: Format.number))
+        verdicts.append(Self.atMost("counters: 0 heap allocations per idle pass",
+                                    figure("counters/allocations", "LoopKit LoopThread", "per idle pass"),
+                                    "allocations", 1, 0, "allowed", unit: Format.number))
+        return verdicts
+    }
+}
+
+extension Array {
+    subscript(safe index: Int) -> Element? {
+        self.indices.contains(index) ? self[index] : nil
+    }
+}

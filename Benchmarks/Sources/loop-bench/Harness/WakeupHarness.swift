@@ -1,0 +1,91 @@
+import Synchronization
+
+/// Measures one-way wake-up latency: a producer stamps the time and hands work to a sleeping thread; the callback,
+/// when it starts, records how long that took.
+///
+/// All targets of a scenario are measured in one interleaved sequence (A, B, C, A, B, C ...), so that a burst of
+/// noise from the machine's other tenants lands on every implementation alike. Only one hand-over is in flight at a
+/// time, and before each one the producer sleeps a random 100–300 µs after the previous callback has run, so the
+/// receiving thread is asleep every time. The gaps come from a seeded generator: every run sees the same ones.
+final class WakeupProbe: Sendable {
+    private let sentAt = Atomic<UInt64>(0)
+    private let arrivals = Atomic<Int>(0)
+    let latencies: SampleBuffer
+
+    init(capacity: Int) {
+        self.latencies = SampleBuffer(capacity: capacity)
+    }
+
+    /// Stamps the hand-over; call right before handing over the work.
+    @inline(__always)
+    func stampSend() {
+        self.sentAt.store(System.now, ordering: .releasing)
+    }
+
+    /// Records the latency; call first thing in the callback.
+    @inline(__always)
+    func arrive() {
+        let now = System.now
+        let sent = self.sentAt.load(ordering: .acquiring)
+        self.latencies.record(now &- sent)
+        self.arrivals.wrappingAdd(1, ordering: .releasing)
+    }
+
+    var arrived: Int { self.arrivals.load(ordering: .acquiring) }
+
+    func reset() {
+        self.latencies.reset()
+        self.arrivals.store(0, ordering: .releasing)
+    }
+}
+
+/// One implementation under a wake-up test.
+struct WakeupTarget {
+    let name: String
+    let probe: WakeupProbe
+    /// The thread the callback runs on; `nil` for Dispatch's pool, where it varies.
+    let consumer: ThreadIdentity?
+    /// Hands work to the sleeping thread; the work calls `probe.arrive()` first thing.
+    let send: () -> Void
+    /// Stops the thread and releases what the target holds.
+    let shutdown: () -> Void
+}
+
+enum WakeupHarness {
+    /// The gap before each hand-over, after the previous callback ran.
+    static let gapNanoseconds: ClosedRange<UInt64> = 100_000...300_000
+
+    /// Sends `rounds` samples to every target, interleaved, and returns the latencies in nanoseconds per target.
+    ///
+    /// A first round of `warmUpRounds` per target is measured the same way and discarded (caches, lazily created
+    /// threads, page faults).
+    static func measure(_ targets: [WakeupTarget], rounds: Int, warmUpRounds: Int, seed: UInt64 = 42)
+        -> [[UInt64]] {
+        var random = SplitMix64(seed: seed)
+        for pass in [warmUpRounds, rounds] {
+            for target in targets { target.probe.reset() }
+            for _ in 0..<pass {
+                for target in targets {
+                    let expected = target.probe.arrived + 1
+                    System.sleep(nanoseconds: UInt64.random(in: gapNanoseconds, using: &random))
+                    target.probe.stampSend()
+                    target.send()
+                    waitForArrival(of: target.probe, count: expected)
+                }
+            }
+        }
+        return targets.map { $0.probe.latencies.values }
+    }
+
+    /// Waits until `probe` has seen `count` arrivals, polling a few times and then sleeping in 10 µs steps, so that
+    /// the producer leaves the CPU to the woken thread (the machine may have only two cores).
+    private static func waitForArrival(of probe: WakeupProbe, count: Int) {
+        var polls = 0
+        while probe.arrived < count {
+            polls += 1
+            if polls > 20 {
+                System.sleep(nanoseconds: 10_000)
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+import CLoopBench
+import CoreFoundation
+import Foundation
+import LoopKit
+
+/// `scale`: the cost of a timer operation as the number of timers grows, and wake-up latency as idle descriptors
+/// pile up in the running mode.
+struct ScaleScenario: Scenario {
+    let name = "scale"
+    let summary = "ns per timer operation at 1k/100k/1M timers; wake-up latency with 1/100/1,000 idle descriptors"
+
+    static let sizes = [1_000, 100_000, 1_000_000]
+    /// Foundation's timers live in a sorted array per mode (O(n) per insert and remove); past this size a run would
+    /// take minutes, so it is not attempted.
+    static let foundationLimit = 100_000
+
+    func run(_ context: BenchContext) -> [ScenarioReport] {
+        [self.timers(context), self.descriptors(context)]
+    }
+
+    // MARK: Timers
+
+    private func timers(_ context: BenchContext) -> ScenarioReport {
+        let sizes = context.isQuick ? Self.sizes.map { $0 / 10 } : Self.sizes
+        _ = Self.loopKitTimers(count: 1_000)
+        _ = Self.foundationTimers(count: 1_000)  // warm-up, discarded
+        var report = ScenarioReport(name: "scale/timers", title: "schedule n timers, cancel half, fire the rest",
+                                    unit: .nanosecondsPerOperation)
+        for size in sizes {
+            for (name, measure, limit) in [("LoopKit", Self.loopKitTimers, Int.max),
+                                           ("Foundation", Self.foundationTimers, Self.foundationLimit)] {
+                let implementation = "\(name), \(Format.number(Double(size))) timers"
+                guard size <= limit else {
+                    report.notes.append("\(implementation): not run (a sorted array: O(n²) in all, minutes at this "
+                                        + "size; see the 100,000 row's growth).")
+                    continue
+                }
+                let phases = measure(size)
+                var result = ImplementationResult(implementation: implementation,
+                                                  distribution: Distribution([phases.total / Double(2 * size)]))
+                result.figures = [Figure(name: "schedule ns", value: phases.schedule / Double(size)),
+                                  Figure(name: "cancel ns", value: phases.cancel / Double(size / 2)),
+                                  Figure(name: "fire ns", value: phases.fire / Double(size - size / 2))]
+                report.results.append(result)
+            }
+        }
+        report.notes.insert(
+            "One sample per size: the thread's CPU time for scheduling n one-shot timers with fire dates in random "
+                + "order (all already due), invalidating every other one, then running the loop until the rest have "
+                + "fired, divided by 2n operations (n schedules, n/2 cancels, n/2 fires). Per-phase ns per operation "
+                + "beside it. The percentile columns all show that one figure.", at: 0)
+        return report
+    }
+
+    struct Phases {
+        var schedule = 0.0
+        var cancel = 0.0
+        var fire = 0.0
+        var total: Double { self.schedule + self.cancel + self.fire }
+    }
+
+    /// Fire dates for `count` timers: a shuffled spread over the second before `base` (all due when the loop runs).
+    static func fireOffsets(count: Int) -> [UInt64] {
+        var random = SplitMix64(seed: 2024)
+        return (0..<count).map { _ in UInt64.random(in: 0..<1_000_000_000, using: &random) }
+    }
+
+    /// Runs on a fresh thread, so that CPU time is the work's alone.
+    static func onFreshThread<R>(_ body: @escaping @Sendable () -> R) -> R {
+        let result = Handoff<R>()
+        let thread = BenchThread(name: "bench-scale") { ready in
+            ready()
+            result.put(body())
+        }
+        thread.join()
+        return result.take()
+    }
+
+    static func loopKitTimers(count: Int) -> Phases {
+        let offsets = fireOffsets(count: count)
+        return onFreshThread {
+            let identity = ThreadIdentity.current
+            let loop = try! Loop()
+            let base = System.now - 1_000_000_000
+            var phases = Phases()
+            var timers: [LoopTimer] = []
+            timers.reserveCapacity(count)
+            var started = identity.cpuNanoseconds
+            for offset in offsets {
+                let timer = LoopTimer(fireAt: LoopInstant(nanoseconds: base + offset)) { _ in }
+                loop.add(timer, forMode: .default)
+                timers.append(timer)
+            }
+            var now = identity.cpuNanoseconds
+            phases.schedule = Double(now - started)
+            started = now
+            for index in stride(from: 0, to: count, by: 2) {
+                timers[index].invalidate()
+            }
+            now = identity.cpuNanoseconds
+            phases.cancel = Double(now - started)
+            started = now
+            let result = loop.run(mode: .default, before: loop.now + .seconds(300))
+            now = identity.cpuNanoseconds
+            phases.fire = Double(now - started)
+            precondition(result == .finished && !timers.contains { $0.isValid }, "LoopKit: timers left unfired")
+            return phases
+        }
+    }
+
+    static func foundationTimers(count: Int) -> Phases {
+        let offsets = fireOffsets(count: count)
+        return onFreshThread {
+            let identity = ThreadIdentity.current
+            let runLoop = RunLoop.current
+            let base = Date().timeIntervalSinceReferenceDate - 1
+            var phases = Phases()
+            var timers: [Timer] = []
+            timers.reserveCapacity(count)
+            let remaining = Counter(count - count / 2)
+            var started = identity.cpuNanoseconds
+            for offset in offsets {
+                let timer = Timer(fire: Date(timeIntervalSinceReferenceDate: base + Double(offset) / 1e9),
+                                  interval: 0, repeats: false) { _ in
+                    if remaining.decrement() == 0 { CFRunLoopStop(CFRunLoopGetCurrent()) }
+                }
+                runLoop.add(timer, forMode: .default)
+                timers.append(timer)
+            }
+            var now = identity.cpuNanoseconds
+            phases.schedule = Double(now - started)
+            started = now
+            for index in stride(from: 0, to: count, by: 2) {
+                timers[index].invalidate()
+            }
+            now = identity.cpuNanoseconds
+            phases.cancel = Double(now - started)
+            started = now
+            while remaining.value > 0 {
+                _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 300, false)
+            }
+            now = identity.cpuNanoseconds
+            phases.fire = Double(now - started)
+            return phases
+        }
+    }
+
+    // MARK: Descriptors
+
+    private func descriptors(_ context: BenchContext) -> ScenarioReport {
+        System.raiseDescriptorLimit(to: 8_192)
+        let rounds = context.samples(4_000)
+        var targets: [WakeupTarget] = []
+        for idle in [1, 100, 1_000] {
+            let thread = try! LoopThread(name: "bench-scale-fd")
+            var sources: [LoopDescriptorSource] = []
+            var descriptors: [CInt] = []
+            for _ in 0..<idle {
+                let descriptor = cbench_eventfd()
+                precondition(descriptor >= 0, "eventfd failed (descriptor limit?)")
+                descriptors.append(descriptor)
+                let source = LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, _ in }
+                thread.loop.add(source, forMode: .default)
+                sources.append(source)
+            }
+            let probe = WakeupProbe(capacity: rounds)
+            targets.append(WakeupTarget(name: "LoopKit perform, \(Format.number(Double(idle))) idle", probe: probe,
+                                        consumer: nil, send: { thread.loop.perform { probe.arrive() } }, shutdown: {
+                for source in sources { source.cancel() }
+                thread.shutdownAndJoin()
+                for descriptor in descriptors { _ = cbench_close(descriptor) }
+            }))
+        }
+        for (idle, wait) in [(1, FloorWaiter.Wait.poll), (1_000, .poll), (1_000, .epoll)] {
+            let probe = WakeupProbe(capacity: rounds)
+            let floor = FloorWaiter(name: "bench-scale-floor", signal: .pipe, wait: wait, idleDescriptors: idle) {
+                probe.arrive()
+            }
+            let kind = wait == .poll ? "poll" : "epoll"
+            targets.append(WakeupTarget(name: "floor: \(kind), \(Format.number(Double(idle))) idle", probe: probe,
+                                        consumer: nil, send: { floor.wake() }, shutdown: { floor.shutdown() }))
+        }
+        let latencies = WakeupHarness.measure(targets, rounds: rounds, warmUpRounds: max(10, rounds / 10))
+        for target in targets { target.shutdown() }
+
+        var report = ScenarioReport(name: "scale/descriptors",
+                                    title: "wake-up latency with idle descriptor sources in the running mode (µs)",
+                                    unit: .microseconds)
+        report.floor = targets[3].name
+        report.plotsCDF = true
+        for (target, samples) in zip(targets, latencies) {
+            report.results.append(ImplementationResult(implementation: target.name,
+                                                       distribution: Distribution(nanoseconds: samples)))
+        }
+        report.notes = [
+            "Measured as in `wakeup` (interleaved, random 100–300 µs gaps), with 1, 100 or 1,000 idle eventfds "
+                + "registered as LoopDescriptorSources (readable) in the running mode. The floors wait on a pipe "
+                + "beside 1 or 1,000 idle eventfds, in poll(2) (what LoopKit uses) and in epoll_wait(2).",
+            "Foundation is not in this table: swift-corelibs-foundation has no public descriptor source on Linux.",
+        ]
+        return report
+    }
+}
+
+/// A countdown touched only on one thread.
+// @unchecked Sendable: used only on the thread that runs the timers (Foundation's timer blocks are `@Sendable`).
+final class Counter: @unchecked Sendable {
+    private(set) var value: Int
+
+    init(_ value: Int) {
+        self.value = value
+    }
+
+    func decrement() -> Int {
+        self.value -= 1
+        return self.value
+    }
+}

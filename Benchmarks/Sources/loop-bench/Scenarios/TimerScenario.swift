@@ -1,0 +1,136 @@
+import Dispatch
+import Foundation
+import LoopKit
+
+/// `timer`: how late repeating timers fire against their grid, at 1 ms and at 8.333 ms (120 Hz).
+struct TimerScenario: Scenario {
+    let name = "timer"
+    let summary = "lateness of repeating timers at 1 ms and 8.333 ms: LoopKit, Foundation, strict Dispatch, the floor"
+
+    static let loopKit = "LoopKit LoopTimer"
+    static let foundation = "Foundation Timer"
+    static let dispatch = "DispatchSourceTimer (strict)"
+    static let floor = "floor: clock_nanosleep (absolute)"
+
+    static let periods: [(label: String, nanoseconds: UInt64)] = [("1ms", 1_000_000), ("8.333ms", 8_333_333)]
+
+    func run(_ context: BenchContext) -> [ScenarioReport] {
+        let duration = context.duration(seconds: 2)
+        var reports: [ScenarioReport] = []
+        for (label, period) in Self.periods {
+            let slots = Int(duration / period)
+            let runners = Self.runners
+            for runner in runners {
+                _ = runner.measure(period, max(10, slots / 10))  // warm-up, discarded
+            }
+            var report = ScenarioReport(name: "timer/\(label)",
+                                        title: "lateness of a repeating \(label) timer against its grid (µs)",
+                                        unit: .microseconds)
+            report.floor = Self.floor
+            report.foundation = Self.foundation
+            report.plotsCDF = true
+            for runner in runners {
+                let run = runner.measure(period, slots)
+                var result = ImplementationResult(implementation: runner.name,
+                                                  distribution: Distribution(nanoseconds: run.lateness))
+                result.figures = [Figure(name: "slots", value: Double(slots)),
+                                  Figure(name: "missed", value: Double(run.missed)),
+                                  Figure(name: "early", value: Double(run.early))]
+                report.results.append(result)
+            }
+            report.notes = [
+                "Each implementation in turn runs one repeating timer for \(slots) slots on the grid "
+                    + "first + k × \(label); lateness = fire time − the latest slot at or before it. 'missed': slots "
+                    + "with no fire. 'early': fires before their slot (up to 50 µs, counted as lateness 0).",
+                "LoopKit on a LoopThread and the floor on a thread with 1 µs timer slack; Foundation and Dispatch "
+                    + "as they ship (their timers are timerfd-based, which timer slack does not delay).",
+            ]
+            reports.append(report)
+        }
+        return reports
+    }
+
+    /// One implementation: starts a repeating timer whose first slot is `first`, returns its fire times.
+    struct Runner {
+        let name: String
+        let fires: (_ first: UInt64, _ period: UInt64, _ slots: Int) -> [UInt64]
+
+        func measure(_ period: UInt64, _ slots: Int) -> GridLateness {
+            let first = System.now + 20_000_000  // 20 ms ahead: time to set up, on every implementation
+            let times = self.fires(first, period, slots)
+            return GridLateness(fires: times, first: first, period: period, slots: slots)
+        }
+    }
+
+    static var runners: [Runner] {
+        [Runner(name: loopKit, fires: loopKitFires), Runner(name: foundation, fires: foundationFires),
+         Runner(name: dispatch, fires: dispatchFires), Runner(name: floor, fires: floorFires)]
+    }
+
+    /// Sleeps until one period after the last slot, so that the last fire, however late, is recorded.
+    static func waitForSlots(first: UInt64, period: UInt64, slots: Int) {
+        System.sleep(until: first + period * UInt64(slots) + period / 2)
+    }
+
+    static func loopKitFires(first: UInt64, period: UInt64, slots: Int) -> [UInt64] {
+        let thread = try! LoopThread(name: "bench-timer-lk")
+        let buffer = SampleBuffer(capacity: slots * 2 + 16)
+        let timer = LoopTimer(fireAt: LoopInstant(nanoseconds: first), interval: .nanoseconds(Int64(period)),
+                              repeats: true) { _ in buffer.record(System.now) }
+        thread.loop.add(timer, forMode: .default)
+        waitForSlots(first: first, period: period, slots: slots)
+        timer.invalidate()
+        thread.shutdownAndJoin()
+        return buffer.values
+    }
+
+    static func foundationFires(first: UInt64, period: UInt64, slots: Int) -> [UInt64] {
+        let thread = FoundationLoopThread(name: "bench-timer-fdn")
+        let buffer = SampleBuffer(capacity: slots * 2 + 16)
+        // Foundation's fire date is a Date: the first slot is mapped from the monotonic clock at one instant.
+        let fireDate = Date(timeIntervalSinceNow: Double(Int64(first) - Int64(System.now)) / 1e9)
+        let timer = Timer(fire: fireDate, interval: Double(period) / 1e9, repeats: true) { _ in
+            buffer.record(System.now)
+        }
+        thread.add(timer)
+        waitForSlots(first: first, period: period, slots: slots)
+        timer.invalidate()
+        thread.shutdown()
+        return buffer.values
+    }
+
+    static func dispatchFires(first: UInt64, period: UInt64, slots: Int) -> [UInt64] {
+        let queue = DispatchQueue(label: "bench.timer.dispatch")
+        let buffer = SampleBuffer(capacity: slots * 2 + 16)
+        let timer = DispatchSource.makeTimerSource(flags: .strict, queue: queue)
+        // DispatchTime's uptime clock is CLOCK_MONOTONIC on Linux, so the first slot needs no mapping.
+        timer.schedule(deadline: DispatchTime(uptimeNanoseconds: first), repeating: .nanoseconds(Int(period)),
+                       leeway: .nanoseconds(0))
+        timer.setEventHandler { buffer.record(System.now) }
+        timer.activate()
+        waitForSlots(first: first, period: period, slots: slots)
+        timer.cancel()
+        return buffer.values
+    }
+
+    /// The floor: a bare thread sleeping to each slot with clock_nanosleep(TIMER_ABSTIME), skipping missed slots.
+    static func floorFires(first: UInt64, period: UInt64, slots: Int) -> [UInt64] {
+        let buffer = SampleBuffer(capacity: slots * 2 + 16)
+        let end = first + period * UInt64(slots)
+        let thread = BenchThread(name: "bench-timer-floor", timerSlack: 1_000) { ready in
+            ready()
+            var slot = first
+            while slot < end {
+                System.sleep(until: slot)
+                let now = System.now
+                buffer.record(now)
+                slot += period
+                if slot <= now {
+                    slot += (now - slot) / period * period + period
+                }
+            }
+        }
+        thread.join()
+        return buffer.values
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+
+// loop-bench: issue 5's benchmark. See `--help`, and Benchmarks/README-section.md for how to read the output.
+
+let scenarios: [any Scenario] = [
+    WakeupScenario(), PingPongScenario(), TimerScenario(), DisplayLinkScenario(), ThroughputScenario(),
+    IdleScenario(), ScaleScenario(), CountersScenario(),
+]
+
+let options: Options
+do {
+    options = try Options(arguments: Array(CommandLine.arguments.dropFirst()), scenarios: scenarios.map(\.name))
+} catch {
+    FileHandle.standardError.write(Data("loop-bench: \(error)\n".utf8))
+    exit(64)
+}
+if options.showHelp {
+    print(Options.usage(scenarios: scenarios))
+    exit(0)
+}
+
+#if DEBUG
+let build = "debug"
+let warning = """
+    ************************************************************************************************
+    loop-bench was built in DEBUG: its figures would measure the optimizer's absence, not LoopKit.
+    Build and run it with:   swift run -c release loop-bench
+    ************************************************************************************************
+    """
+FileHandle.standardError.write(Data((warning + "\n").utf8))
+if !options.allowDebug {
+    FileHandle.standardError.write(Data("loop-bench: refusing to run a debug build (--allow-debug overrides).\n".utf8))
+    exit(2)
+}
+#else
+let build = "release"
+#endif
+
+let context = BenchContext(isQuick: options.isQuick)
+let selected = scenarios.filter { options.only.isEmpty || options.only.contains($0.name) }
+let cores = ProcessInfo.processInfo.activeProcessorCount
+let loadAverage = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?
+    .split(separator: " ").prefix(3).joined(separator: " ") ?? "unknown"
+let date = ISO8601DateFormatter().string(from: Date())
+let allocationCounting = System.allocationHookIsActive
+    ? "counted: malloc family interposed in the executable (CLoopBench/alloc_hook.c), per-thread counters"
+    : "unavailable: the malloc interposition did not take effect"
+let syscallCounting = SyscallCounter.isAvailable
+    ? "counted: perf_event_open on the raw_syscalls/syscalls tracepoints, per thread"
+    : "unavailable: perf_event_open on tracepoints refused (not root, or no tracefs)"
+
+// The producer thread's sleeps (the gaps between samples) should last what they say.
+System.setTimerSlack(nanoseconds: 1_000)
+
+print("# loop-bench \(options.isQuick ? "(quick: a tenth of the samples, a smoke run)" : "")")
+print("")
+print("Machine: \(cores) cores, kernel \(System.kernelRelease), \(build) build, \(date); load average at start "
+      + "\(loadAverage).")
+print("Heap allocations: \(allocationCounting). System calls: \(syscallCounting).")
+print("Ratio columns: the implementation's p50 ÷ the reference's p50 (for throughput, rate ÷ rate).")
+print("")
+
+let started = System.now
+var reports: [ScenarioReport] = []
+for (index, scenario) in selected.enumerated() {
+    context.progress("[\(index + 1)/\(selected.count)] \(scenario.name): \(scenario.summary) …")
+    let scenarioStart = System.now
+    let produced = scenario.run(context)
+    reports += produced
+    for report in produced {
+        print(TablePrinter.render(report))
+        print("")
+    }
+    context.progress("      \(scenario.name) done in \(Format.number(Double(System.now - scenarioStart) / 1e9)) s")
+}
+
+let verdicts = VerdictJudge(reports: reports).verdicts().filter { options.only.isEmpty || $0.met != nil }
+print("## Verdicts (issue 5 targets)")
+print("")
+for verdict in verdicts {
+    print("- " + verdict.line)
+}
+print("")
+print("Whole run: \(Format.number(Double(System.now - started) / 1e9)) s.")
+
+if let path = options.jsonPath {
+    let machine = JSONOutput.Machine(cores: cores, kernel: System.kernelRelease, date: date, build: build,
+                                     quick: options.isQuick, loadAverageAtStart: loadAverage,
+                                     allocationCounting: allocationCounting, syscallCounting: syscallCounting)
+    do {
+        try JSONOutput.write(to: path, machine: machine, reports: reports, verdicts: verdicts)
+        context.progress("wrote \(path)")
+    } catch {
+        context.progress("loop-bench: cannot write \(path): \(error)")
+        exit(1)
+    }
+}
+if let path = options.svgPath {
+    let caption = "loop-bench, \(cores) cores, kernel \(System.kernelRelease), \(date)"
+        + (options.isQuick ? " (quick run)" : "")
+    do {
+        try SVGOutput.render(reports, caption: caption).write(toFile: path, atomically: true, encoding: .utf8)
+        context.progress("wrote \(path)")
+    } catch {
+        context.progress("loop-bench: cannot write \(path): \(error)")
+        exit(1)
+    }
+}
