@@ -81,9 +81,10 @@ enum Format {
         let magnitude = abs(value)
         if magnitude >= 10_000_000 { return fixed(value / 1_000_000, digits: 1) + "M" }
         if magnitude >= 1_000_000 { return fixed(value / 1_000_000, digits: 2) + "M" }
-        if magnitude >= 100 || value == value.rounded() { return fixed(value, digits: 0) }
-        if magnitude >= 10 { return fixed(value, digits: 1) }
-        if magnitude >= 1 { return fixed(value, digits: 2) }
+        // Thresholds just under 100, 10 and 1, so that 99.97 prints as "100", not "100.0".
+        if magnitude >= 99.95 || value == value.rounded() { return fixed(value, digits: 0) }
+        if magnitude >= 9.995 { return fixed(value, digits: 1) }
+        if magnitude >= 0.9995 { return fixed(value, digits: 2) }
         return fixed(value, digits: 3)
     }
 

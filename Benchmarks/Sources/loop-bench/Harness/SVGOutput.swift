@@ -3,9 +3,9 @@ import Foundation
 /// The `--svg` file: one panel per latency scenario, each the empirical CDF of every implementation's samples on a
 /// log-scaled time axis, with a legend that gives each curve's p50 and p99, so the picture reads without the table.
 enum SVGOutput {
-    static let width = 960.0
+    static let width = 1180.0
     static let panelHeight = 300.0
-    static let margin = (left: 70.0, right: 330.0, top: 40.0, bottom: 45.0)
+    static let margin = (left: 60.0, right: 470.0, top: 40.0, bottom: 45.0)
     static let colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
     static func render(_ reports: [ScenarioReport], caption: String) -> String {
@@ -57,11 +57,12 @@ enum SVGOutput {
             }
             decade += 1
         }
-        for fraction in [0.0, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0] {
-            lines.append(line(plotLeft, y(fraction), plotRight, y(fraction), stroke: fraction == 0.99 ? "#f4c" : "#ddd"))
-            lines.append("<text x=\"\(f(plotLeft - 6))\" y=\"\(f(y(fraction) + 4))\" text-anchor=\"end\">"
-                         + "\(fraction == 0.99 ? "0.99" : Format.number(fraction))</text>")
+        for (fraction, text) in [(0.0, "0"), (0.25, "0.25"), (0.5, "0.5"), (0.75, "0.75"), (0.9, "0.9"), (0.99, "")] {
+            lines.append(line(plotLeft, y(fraction), plotRight, y(fraction), stroke: fraction == 0.99 ? "#f9c" : "#ddd"))
+            lines.append("<text x=\"\(f(plotLeft - 6))\" y=\"\(f(y(fraction) + 4))\" text-anchor=\"end\">\(text)</text>")
         }
+        lines.append("<text x=\"\(f(plotRight - 4))\" y=\"\(f(y(0.99) + 12))\" text-anchor=\"end\" fill=\"#c47\">"
+                     + "p99</text>")
         lines.append("<text x=\"\(f((plotLeft + plotRight) / 2))\" y=\"\(f(plotBottom + 32))\" text-anchor=\"middle\">"
                      + "\(escape(report.unit.label)) (log scale) — fraction of samples at or below</text>")
         lines.append("<rect x=\"\(f(plotLeft))\" y=\"\(f(plotTop))\" width=\"\(f(plotRight - plotLeft))\" "
@@ -83,8 +84,8 @@ enum SVGOutput {
                          + "points=\"\(points.joined(separator: " "))\"/>")
             let legendY = plotTop + 8 + Double(index) * 17
             lines.append(line(plotRight + 12, legendY, plotRight + 32, legendY, stroke: color, width: 3))
-            lines.append("<text x=\"\(f(plotRight + 38))\" y=\"\(f(legendY + 4))\">\(escape(name)) — p50 "
-                         + "\(Format.number(distribution.p50)), p99 \(Format.number(distribution.p99))</text>")
+            lines.append("<text x=\"\(f(plotRight + 38))\" y=\"\(f(legendY + 4))\" font-size=\"11\">\(escape(name)) — p50 "
+                         + "\(Format.number(distribution.p50)), p99 \(Format.number(distribution.p99)) \(escape(report.unit.label))</text>")
         }
         return lines
     }

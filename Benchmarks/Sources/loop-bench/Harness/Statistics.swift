@@ -58,6 +58,17 @@ struct GridLateness {
     /// Fires up to `earlyAllowance` before their slot.
     var early = 0
 
+    /// No fires, no slots.
+    init() {}
+
+    /// Adds another run's figures to these.
+    mutating func append(_ other: GridLateness) {
+        self.lateness += other.lateness
+        self.missed += other.missed
+        self.repeated += other.repeated
+        self.early += other.early
+    }
+
     /// - Parameters:
     ///   - fires: Monotonic fire times, ascending.
     ///   - first: The first slot.
