@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -49,6 +50,11 @@ int64_t cbench_thread_cpu_ns(pid_t tid) {
 
 int cbench_set_timer_slack_ns(unsigned long nanoseconds) {
     return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);
+}
+
+int cbench_set_realtime(int priority) {
+    struct sched_param parameter = {.sched_priority = priority};
+    return sched_setscheduler(0, SCHED_FIFO, &parameter);
 }
 
 long cbench_raise_descriptor_limit(long wanted) {

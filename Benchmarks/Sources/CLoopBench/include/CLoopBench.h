@@ -36,6 +36,9 @@ pid_t cbench_gettid(void);
 int64_t cbench_thread_cpu_ns(pid_t tid);
 /// The calling thread's timer slack (prctl(2) PR_SET_TIMERSLACK).
 int cbench_set_timer_slack_ns(unsigned long nanoseconds);
+/// Puts the calling thread in the real-time class (sched_setscheduler(2), SCHED_FIFO at `priority`), as display
+/// link threads run on other systems. Needs root or CAP_SYS_NICE.
+int cbench_set_realtime(int priority);
 /// Raises the soft limit on open descriptors to `wanted` (or the hard limit, if lower). Returns the new soft limit.
 long cbench_raise_descriptor_limit(long wanted);
 

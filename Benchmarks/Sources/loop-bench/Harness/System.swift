@@ -25,6 +25,22 @@ enum System {
         _ = cbench_set_timer_slack_ns(nanoseconds)
     }
 
+    /// Moves the calling thread to the real-time class (SCHED_FIFO); `false` where that is not permitted.
+    static func setRealtimePriority() -> Bool {
+        cbench_set_realtime(10) == 0
+    }
+
+    /// Whether this process may use the real-time class (checked on a throwaway thread).
+    static let canUseRealtime: Bool = {
+        let result = Handoff<Bool>()
+        let thread = BenchThread(name: "bench-rt-check") { ready in
+            ready()
+            result.put(System.setRealtimePriority())
+        }
+        thread.join()
+        return result.take()
+    }()
+
     /// The kernel release (uname -r).
     static var kernelRelease: String {
         var buffer = [CChar](repeating: 0, count: 256)

@@ -10,6 +10,7 @@ struct DisplayLinkScenario: Scenario {
     static let loopKit = "LoopKit LoopDisplayLink 120 Hz"
     static let foundation = "Foundation Timer 120 Hz"
     static let floor = "floor: clock_nanosleep 120 Hz"
+    static let loopKitRealtime = "LoopKit LoopDisplayLink, SCHED_FIFO thread"
     static let period: UInt64 = 8_333_333
 
     func run(_ context: BenchContext) -> [ScenarioReport] {
@@ -22,90 +23,115 @@ struct DisplayLinkScenario: Scenario {
         report.plotsCDF = true
         report.results = Self.measureAll(duration: duration)
         report.notes = [
-            "All three run at once for \(Format.number(Double(duration) / 1e9)) s on their own threads, their grids "
-                + "a third of a frame apart so that they never wake together. Lateness: the link's callback time − "
+            "All run at once for \(Format.number(Double(duration) / 1e9)) s, each on its own thread, their grids a "
+                + "quarter of a frame apart so that they never wake together. Lateness: the link's callback time − "
                 + "its frame's timestamp; the timers' fire time − their slot.",
             "'skipped': frames the link reported as skipped (DisplayFrame.skippedFrames); for the timers, slots with "
                 + "no fire. 'CPU ms': the thread's CPU time over the run (its kernel CPU clock); 'wake-ups': its "
-                + "voluntary context switches.",
+                + "voluntary context switches. The SCHED_FIFO row (when permitted) is a second link whose LoopThread "
+                + "was put in the real-time class; the verdicts use the ordinary one.",
         ]
         return [report]
     }
 
+    /// One 120 Hz ticker under test, started, and how to read and stop it.
+    private struct Ticker {
+        let name: String
+        let thread: ThreadIdentity
+        /// Lateness samples (ns) and skipped frames, once stopped.
+        let finish: () -> (lateness: [UInt64], skipped: Int)
+    }
+
     static func measureAll(duration: UInt64) -> [ImplementationResult] {
-        // The display grid is epoch 0 of the monotonic clock; start on a frame comfortably ahead.
+        // The default display's grid has its epoch at 0 on the monotonic clock; start a few frames ahead.
         let start = (System.now / period + 3) * period
         let end = start + duration
         let slots = Int(duration / period)
+        var tickers = [loopKitLink(name: loopKit, epoch: 0, start: start, end: end, realtime: false),
+                       foundationTimer(first: start + period / 4, slots: slots)]
+        if System.canUseRealtime {
+            tickers.append(loopKitLink(name: loopKitRealtime, epoch: period / 2, start: start, end: end, realtime: true))
+        }
+        tickers.append(floorSleeper(first: start + 3 * period / 4, slots: slots))
 
-        let linkThread = try! LoopThread(name: "bench-link")
-        let linkIdentity = linkThread.identity()
-        let lateness = SampleBuffer(capacity: slots + 64)
+        System.sleep(until: start)
+        let cpuBefore = tickers.map(\.thread.cpuNanoseconds)
+        let switchesBefore = tickers.map(\.thread.voluntarySwitches)
+        System.sleep(until: end + period)
+        let cpu = zip(tickers, cpuBefore).map { Double($0.thread.cpuNanoseconds &- $1) / 1e6 }
+        let switches = zip(tickers, switchesBefore).map { Double($0.thread.voluntarySwitches - $1) }
+        return tickers.enumerated().map { index, ticker in
+            let (lateness, skipped) = ticker.finish()
+            var result = ImplementationResult(implementation: ticker.name,
+                                              distribution: Distribution(nanoseconds: lateness))
+            result.figures = [Figure(name: "frames", value: Double(lateness.count)),
+                              Figure(name: "skipped", value: Double(skipped)),
+                              Figure(name: "CPU ms", value: cpu[index]), Figure(name: "wake-ups", value: switches[index])]
+            return result
+        }
+    }
+
+    /// A LoopDisplayLink on a LoopThread of its own, counting frames between `start` and `end`.
+    private static func loopKitLink(name: String, epoch: UInt64, start: UInt64, end: UInt64, realtime: Bool) -> Ticker {
+        let thread = try! LoopThread(name: "bench-link")
+        if realtime {
+            thread.performAndWait { _ = System.setRealtimePriority() }
+        }
+        let lateness = SampleBuffer(capacity: Int((end - start) / period) + 64)
         let skipped = Atomic<Int>(0)
-        let link = LoopDisplayLink(display: .default) { _, frame in
+        let display = LoopDisplay(maximumRate: 120, epoch: LoopInstant(nanoseconds: epoch))
+        let link = LoopDisplayLink(display: display) { _, frame in
             let now = System.now
             guard now >= start, now < end else { return }
             lateness.record(now &- frame.timestamp.nanoseconds)
             skipped.wrappingAdd(frame.skippedFrames, ordering: .relaxed)
         }
+        thread.loop.add(link, forMode: .default)
+        return Ticker(name: name, thread: thread.identity()) {
+            link.invalidate()
+            thread.shutdownAndJoin()
+            return (lateness.values, skipped.load(ordering: .relaxed))
+        }
+    }
 
-        let foundationThread = FoundationLoopThread(name: "bench-link-fdn")
-        let foundationFires = SampleBuffer(capacity: slots * 2 + 64)
-        let foundationFirst = start + period / 3
-        let timer = Timer(fire: Date(timeIntervalSinceNow: Double(Int64(foundationFirst) - Int64(System.now)) / 1e9),
-                          interval: Double(period) / 1e9, repeats: true) { _ in foundationFires.record(System.now) }
+    /// A repeating Foundation Timer at 120 Hz on a RunLoop thread.
+    private static func foundationTimer(first: UInt64, slots: Int) -> Ticker {
+        let thread = FoundationLoopThread(name: "bench-link-fdn")
+        let fires = SampleBuffer(capacity: slots * 2 + 64)
+        let fireDate = Date(timeIntervalSinceNow: Double(Int64(first) - Int64(System.now)) / 1e9)
+        let timer = Timer(fire: fireDate, interval: Double(period) / 1e9, repeats: true) { _ in
+            fires.record(System.now)
+        }
+        thread.add(timer)
+        return Ticker(name: foundation, thread: thread.identity) {
+            timer.invalidate()
+            thread.shutdown()
+            let grid = GridLateness(fires: fires.values, first: first, period: period, slots: slots)
+            return (grid.lateness, grid.missed)
+        }
+    }
 
-        let floorFirst = start + 2 * period / 3
-        let floorFires = SampleBuffer(capacity: slots * 2 + 64)
-        let floorStart = Handoff<Void>()
-        let floorRelease = Handoff<Void>()
-        let floorThread = BenchThread(name: "bench-link-floor", timerSlack: 1_000) { ready in
+    /// The floor: a bare thread sleeping to each slot with clock_nanosleep(TIMER_ABSTIME), 1 µs timer slack.
+    private static func floorSleeper(first: UInt64, slots: Int) -> Ticker {
+        let fires = SampleBuffer(capacity: slots * 2 + 64)
+        let release = Handoff<Void>()
+        let thread = BenchThread(name: "bench-link-floor", timerSlack: 1_000) { ready in
             ready()
-            floorStart.take()
-            defer { floorRelease.take() }  // stay alive until its CPU time and switches are read
-            var slot = floorFirst
-            while slot < floorFirst + UInt64(slots) * period {
+            defer { release.take() }  // stays alive until its CPU time and switches have been read
+            var slot = first
+            while slot < first + UInt64(slots) * period {
                 System.sleep(until: slot)
                 let now = System.now
-                floorFires.record(now)
+                fires.record(now)
                 slot += period
                 if slot <= now { slot += (now - slot) / period * period + period }
             }
         }
-
-        linkThread.loop.add(link, forMode: .default)
-        foundationThread.add(timer)
-        floorStart.put(())
-        let identities = [linkIdentity, foundationThread.identity, floorThread.identity]
-        System.sleep(until: start)
-        let cpuBefore = identities.map(\.cpuNanoseconds)
-        let switchesBefore = identities.map(\.voluntarySwitches)
-        System.sleep(until: end + period)
-        let cpu = zip(identities, cpuBefore).map { Double($0.cpuNanoseconds &- $1) / 1e6 }
-        let switches = zip(identities, switchesBefore).map { Double($0.voluntarySwitches - $1) }
-        link.invalidate()
-        timer.invalidate()
-        floorRelease.put(())
-        floorThread.join()
-        linkThread.shutdownAndJoin()
-        foundationThread.shutdown()
-
-        let linkFrames = lateness.count
-        var linkResult = ImplementationResult(implementation: loopKit,
-                                              distribution: Distribution(nanoseconds: lateness.values))
-        linkResult.figures = [Figure(name: "frames", value: Double(linkFrames)),
-                              Figure(name: "skipped", value: Double(skipped.load(ordering: .relaxed))),
-                              Figure(name: "CPU ms", value: cpu[0]), Figure(name: "wake-ups", value: switches[0])]
-        var results = [linkResult]
-        for (index, name, first, fires) in [(1, foundation, foundationFirst, foundationFires),
-                                            (2, floor, floorFirst, floorFires)] {
+        return Ticker(name: floor, thread: thread.identity) {
+            release.put(())
+            thread.join()
             let grid = GridLateness(fires: fires.values, first: first, period: period, slots: slots)
-            var result = ImplementationResult(implementation: name, distribution: Distribution(nanoseconds: grid.lateness))
-            result.figures = [Figure(name: "frames", value: Double(grid.lateness.count)),
-                              Figure(name: "skipped", value: Double(grid.missed)),
-                              Figure(name: "CPU ms", value: cpu[index]), Figure(name: "wake-ups", value: switches[index])]
-            results.append(result)
+            return (grid.lateness, grid.missed)
         }
-        return results
     }
 }
