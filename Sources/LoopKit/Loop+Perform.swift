@@ -56,7 +56,7 @@ extension Loop {
             return runnable
         }
         for block in runnable {
-            block.body()
+            self.callOut(.block) { block.body() }
         }
         return !runnable.isEmpty
     }

@@ -40,6 +40,8 @@ public final class Loop: @unchecked Sendable {
     /// The signalled sources that the running pass took from `shared` and has yet to run, so that a run nested in
     /// one of their callbacks runs them as CF's does, instead of leaving them for after the nested run returns.
     var unrunSignalledSources: ArraySlice<LoopSource> = []
+    /// The tracer recording callouts, if one is attached (weak: the tracer owns the recording, not the loop).
+    weak var tracer: LoopTracer?
 
     /// A loop owned by the calling thread, reading time from `clock`.
     ///
