@@ -98,7 +98,8 @@ extension Loop {
     ///
     /// - Precondition: `link` is valid and belongs to no other loop.
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) {
-        precondition(link.isValid, "Loop.add(_:forMode:): the LoopDisplayLink was invalidated; an invalid item cannot be added")
+        precondition(link.isValid,
+                     "Loop.add(_:forMode:): the LoopDisplayLink was invalidated; an invalid item cannot be added")
         link.timer.resolveFireDate(now: self.now)
         self.addItem(link.timer, to: mode, call: "Loop.add(_:forMode:)")
     }

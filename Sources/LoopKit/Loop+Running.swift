@@ -20,7 +20,9 @@ extension Loop {
     @discardableResult
     public func run(mode: LoopMode, before deadline: LoopInstant, returnAfterSourceHandled: Bool = false) -> RunResult {
         self.preconditionIsCurrent("Loop.run(mode:before:)")
-        precondition(mode != .common, "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run; run a real mode such as .default")
+        precondition(mode != .common,
+                     "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run; "
+                        + "run a real mode such as .default")
         self.applyControlMessages()
         if self.isEmpty(mode) {
             return .finished
@@ -59,7 +61,11 @@ extension Loop {
     }
 
     /// One pass. Returns the run's result, or `nil` to make another pass.
-    private func runPass(in items: ModeItems, until deadline: LoopInstant, returnAfterSourceHandled: Bool) -> RunResult? {
+    private func runPass(
+        in items: ModeItems,
+        until deadline: LoopInstant,
+        returnAfterSourceHandled: Bool
+    ) -> RunResult? {
         let mode = items.mode
         self.applyControlMessages()
         self.notifyObservers(.beforeTimers, in: items)

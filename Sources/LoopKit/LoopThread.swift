@@ -65,7 +65,8 @@ public final class LoopThread: Sendable {
     ///
     /// - Precondition: Not called on the loop's thread (it would wait for itself).
     public func join() {
-        precondition(!self.loop.isCurrent, "LoopThread.join(): called on the loop's own thread, which would wait forever")
+        precondition(!self.loop.isCurrent,
+                     "LoopThread.join(): called on the loop's own thread, which would wait forever")
         self.isJoined.withLock { joined in
             guard !joined else { return }
             self.thread.join()
