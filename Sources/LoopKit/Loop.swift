@@ -32,7 +32,8 @@ public final class Loop: @unchecked Sendable {
     // MARK: Loop thread only
     var modeItemsByMode: [LoopMode: ModeItems] = [:]
     var commonModeSet: Set<LoopMode> = [.default, .tracking]
-    var commonItems: [any LoopItem] = []
+    /// The items added to `.common`, by identity: O(1) to add and remove, however many there are.
+    var commonItems: [ObjectIdentifier: any LoopItem] = [:]
     var runningModes: [LoopMode] = []
     var lastSequence: UInt64 = 0
     let poller = Poller()

@@ -10,7 +10,8 @@ import Synchronization
 /// already queued for the default mode run; `perform` after that is a precondition failure, never a silent loss.
 ///
 /// The thread's timer slack is lowered to 1 µs (on Linux), so its timers and display links fire close to their dates.
-/// Every member is safe from any thread, except that `join()` must not be called from the thread itself.
+/// Dropping the last reference to a `LoopThread` shuts it down and joins it. Every member is safe from any thread,
+/// except that `join()` must not be called from the thread itself.
 public final class LoopThread: Sendable {
     /// The thread's loop. Any thread may perform, add items, stop and wake it; only the thread runs it.
     public let loop: Loop
