@@ -12,7 +12,7 @@ let package = Package(
         .target(name: "CLoopKitSystem"),
         .target(name: "LoopKit", dependencies: ["CLoopKitSystem"]),
         .executableTarget(name: "loop-demo", dependencies: ["LoopKit"]),
-        .testTarget(name: "LoopKitTests", dependencies: ["LoopKit"]),
+        .testTarget(name: "LoopKitTests", dependencies: ["LoopKit", "loop-demo"]),
     ],
     swiftLanguageModes: [.v6]
 )
