@@ -18,8 +18,9 @@ final class InterruptSignal {
     init(loop: Loop, signals: [CInt] = [SIGINT, SIGTERM], handler: @escaping () -> Void) {
         self.signals = signals
         let loopSource = LoopSource { _ in
-            if Terminal.isTerminal(Terminal.standardOutput) {
-                Terminal.write("\r" + Terminal.clearToEndOfLine)  // wipe the "^C" the terminal echoed
+            // Wipe the "^C" the terminal echoed, through standard error so that stdout (--json) stays clean.
+            if Terminal.isTerminal(Terminal.standardError) {
+                Terminal.writeError("\r" + Terminal.clearToEndOfLine)
             }
             handler()
         }

@@ -22,6 +22,8 @@ enum Terminal {
     static let standardInput: CInt = STDIN_FILENO
     /// Standard output's descriptor.
     static let standardOutput: CInt = STDOUT_FILENO
+    /// Standard error's descriptor.
+    static let standardError: CInt = STDERR_FILENO
 
     /// Whether `descriptor` is a terminal (isatty(3)).
     static func isTerminal(_ descriptor: CInt) -> Bool {

@@ -76,7 +76,7 @@ struct TrackingDemo {
             let script = TouchScript.standard(duration: duration)
             let down = TextFormat.compact(TextFormat.seconds(script.firstTouchDown ?? .zero))
             let up = TextFormat.compact(TextFormat.seconds(script.lastTouchUp ?? .zero))
-            story = "\(TextFormat.secondsLabel(duration).dropLast()) s on the main thread's loop. An input thread "
+            story = "\(TextFormat.compact(TextFormat.seconds(duration))) s on the main thread's loop. An input thread "
                 + "drags from \(down) s\nto \(up) s; the touch-down handler runs the loop in `tracking` until touch-up."
         }
         return title + ": " + story + "\n" + items.joined(separator: "\n")

@@ -51,7 +51,6 @@ final class TrackingView {
     func finish() {
         self.redraw?.invalidate()
         self.status = "█ a fire   · none   ━ the loop runs `tracking`"
-
         self.draw()
     }
 
