@@ -43,7 +43,7 @@ final class DemoTrace {
             Terminal.writeError("loop-demo: \(error)\n")
             return nil
         }
-        return "Trace: \(self.tracer.eventCount) events in \(self.path); open it in https://ui.perfetto.dev "
-            + "(Open trace file) or chrome://tracing (Load)."
+        return "Trace: \(self.tracer.eventCount) events in \(self.path).\n"
+            + "Open it in ui.perfetto.dev (\"Open trace file\") or chrome://tracing (\"Load\")."
     }
 }

@@ -4,9 +4,10 @@ import LoopKit
 /// the totals with their rating.
 ///
 /// ```
-/// second   frames  skipped  hitches  hitch time  ms/s
-/// 0-1 s       119        1        1      2.7 ms   2.7 ███                     good
-/// 1-2 s       118        2        2      7.3 ms   7.3 ███████▍                warning
+/// second   frames  skipped  hitches  hitch time   ms/s
+/// 0-1 s       119        1        1      3.2 ms    3.2 ███▏              good
+/// 1-2 s       118        2        2      6.5 ms    6.5 ██████▌           warning
+/// 2-3 s       118        2        1     15.2 ms   15.2 ███████████████▏  critical
 /// ```
 ///
 /// Main thread only.
@@ -14,7 +15,7 @@ struct HitchesDemo {
     let options: DemoCommand.HitchesOptions
 
     /// One character of bar per ms/s; longer bars are cut and end in an arrow.
-    static let barWidth = 24
+    static let barWidth = 16
 
     /// Runs the demo and returns the exit status: 0, or 130 after Ctrl-C.
     ///
@@ -102,8 +103,8 @@ struct HitchesDemo {
         let rating = palette.paint("\(total.rating)", self.style(total.rating) + .bold)
         return palette.paint("Total:", .bold) + " \(total.frames) frames, \(total.skippedFrames) skipped, "
             + "\(total.hitches) \(total.hitches == 1 ? "hitch" : "hitches"), "
-            + "\(TextFormat.fixed(TextFormat.milliseconds(total.totalHitchTime), 1)) ms "
-            + "of hitch in \(seconds) s: \(ratio) ms/s, " + rating + ".\n"
+            + "\(TextFormat.fixed(TextFormat.milliseconds(total.totalHitchTime), 1)) ms of hitch in \(seconds) s.\n"
+            + palette.paint("Hitch time ratio:", .bold) + " \(ratio) ms/s, " + rating + ".\n"
             + palette.paint(TextFormat.wrap("Longest busy pass "
                 + "\(TextFormat.fixed(TextFormat.milliseconds(total.longestBusyPass), 1)) ms, \(total.hangs) hangs "
                 + "(busy > 250 ms). A skipped frame is never replayed: the link moves on to the next frame after now.",

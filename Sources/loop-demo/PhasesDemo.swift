@@ -8,7 +8,8 @@ import LoopKit
 ///    0.004  beforeTimers    pass 1
 ///    0.006  beforeSources   then: blocks, signalled sources, blocks again
 ///    0.009    ▸ block       queued with perform before the run
-///    0.012  beforeWaiting   nothing was handled: sleep until a descriptor is ready, a timer is due or a wake-up
+///    0.012  beforeWaiting   nothing was handled: sleep until a descriptor is
+///                           ready, a timer is due or the loop is woken
 ///   20.071  afterWaiting    slept 20.059 ms; woken because the timer is due
 /// ```
 ///
@@ -45,15 +46,18 @@ struct PhasesDemo {
     }
 
     private func introduction(_ palette: Palette) -> String {
-        let activity = { (name: String) in palette.paint(name, .cyan) }
-        return palette.paint("loop-demo phases", .bold) + ": the anatomy of a pass, as an observer of every activity "
-            + "sees it.\n\n"
-            + "A run: \(activity("entry")), passes, \(activity("exit")). One pass: \(activity("beforeTimers")), "
-            + "\(activity("beforeSources")), then blocks,\nsignalled sources, blocks again; if nothing was handled, "
-            + "\(activity("beforeWaiting")), the sleep,\n\(activity("afterWaiting")); then due timers, ready "
-            + "descriptor sources, and blocks again.\n\n"
-            + "On the main thread's loop: a timer, a signalled source and a descriptor source on a pipe\n"
-            + "(another thread signals the one and writes into the other), and blocks queued with perform."
+        let title = "loop-demo phases"
+        let paragraphs = [
+            title + ": the anatomy of a pass, seen by an observer of every activity.",
+            "A run: entry, passes, exit. One pass: beforeTimers, beforeSources, then blocks, signalled sources, "
+                + "blocks again; if nothing was handled, beforeWaiting, the sleep, afterWaiting; then due timers, "
+                + "ready descriptor sources, and blocks again.",
+            "On the main thread's loop: a timer, a signalled source and a descriptor source on a pipe (another "
+                + "thread signals the one and writes into the other), and blocks queued with perform.",
+        ]
+        var text = paragraphs.map { TextFormat.wrap($0, width: 80).joined(separator: "\n") }.joined(separator: "\n\n")
+        text.removeFirst(title.count)
+        return palette.paint(title, .bold) + text
     }
 
     /// Where the "what happened" column starts, and how wide it is, for 80 columns.
@@ -108,7 +112,11 @@ struct PhasesDemo {
                 lines += wrapped.dropFirst().map { Self.indent + palette.paint($0, .dim) }
             }
         }
-        return lines.joined(separator: "\n")
+        return lines.map { line in
+            var line = line
+            while line.last == " " { line.removeLast() }
+            return line
+        }.joined(separator: "\n")
     }
 
     /// Why the sleep that ended at `events[index]` ended, judged by what the loop handled next.

@@ -3,14 +3,15 @@ import LoopKit
 /// The live picture of a tracking session: one row per item, one column per tick of time, the drag marked.
 ///
 /// ```
-///              0s        0.5s      1s        1.5s      2s        2.5s      3s
-/// mode         ──────────────────━━tracking━━━━━━━━━━━━━━━━━━━━━━━──────────────────  default
-/// refresh feed █·█·█·█·█·█·█·█·█··························█·█·█·█·█·█·█·█·█   16
-/// clock        █·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█   29
-/// animation    ████████████████████████████████████████████████████████████  179
+///               0s        0.5s      1s        1.5s      2s        2.5s      3s
+/// mode          ──────────────────━━tracking━━━━━━━━━━━━━━━─────────────────
+/// refresh feed  ··█·█·█·█·█·█·█·█·························█·█·█·█·█·█·█·█·█·   18
+/// clock         ··█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·█·   29
+/// animation     ████████████████████████████████████████████████████████████  180
 /// ```
 ///
-/// A column shows a full block when the item fired in it. A session without a duration (interactive) scrolls: the
+/// A column shows a full block when the item fired in it. While the session runs, the mode row's label names the
+/// mode the loop is in. A session without a duration (interactive) scrolls: the
 /// last `width` columns are shown. Counting is incremental (`record`), so drawing stays cheap however long it runs.
 /// Loop-confined, like the session it draws.
 final class Timeline {
@@ -28,7 +29,7 @@ final class Timeline {
     private var totals: [TrackingSession.Item: Int] = [:]
 
     /// Width of the label column.
-    static let labelWidth = 13
+    static let labelWidth = 14
 
     init(origin: LoopInstant, tick: Duration, width: Int, scrolls: Bool) {
         precondition(tick > .zero && width > 0, "Timeline: need a positive tick and width")
@@ -101,8 +102,9 @@ final class Timeline {
             mode += palette.paint(stretch.joined(), .yellow + .bold)
             offset += length
         }
-        let currentMode = segments.last.map { $0.end == nil ? $0.mode.name : "" } ?? ""
-        lines.append(TextFormat.left("mode", Timeline.labelWidth) + mode + "  " + palette.paint(currentMode, .dim))
+        // While the session runs, the label says the mode the loop is in now.
+        let label = segments.last.map { $0.end == nil ? "mode " + $0.mode.name : "mode" } ?? "mode"
+        lines.append(TextFormat.left(label, Timeline.labelWidth) + mode)
 
         for item in TrackingSession.Item.allCases {
             let row = self.fires[item, default: []]

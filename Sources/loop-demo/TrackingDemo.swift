@@ -57,7 +57,6 @@ struct TrackingDemo {
     }
 
     private func introduction(_ configuration: TrackingSession.Configuration, palette: Palette) -> String {
-        let title = palette.paint("loop-demo tracking", .bold)
         let interval = "every \(Int(TextFormat.milliseconds(configuration.timerInterval))) ms"
         let items = [
             (TrackingSession.Item.defaultTimer, "a timer in `default`, \(interval)"),
@@ -68,17 +67,19 @@ struct TrackingDemo {
         }
         let story: String
         if self.options.interactive {
-            story = "you drive. " + palette.paint("Enter", .bold) + " starts a drag, " + palette.paint("Enter", .bold)
-                + " ends it, " + palette.paint("q", .bold) + " quits.\nDuring a drag, the key handler runs the loop "
-                + "in `tracking`."
+            story = "you drive: Enter starts a drag, Enter ends it, q quits. During a drag, the key handler runs "
+                + "the loop in `tracking`."
         } else {
             let duration = configuration.duration ?? Self.defaultDuration
             let script = TouchScript.standard(duration: duration)
             let down = TextFormat.compact(TextFormat.seconds(script.firstTouchDown ?? .zero))
             let up = TextFormat.compact(TextFormat.seconds(script.lastTouchUp ?? .zero))
             story = "\(TextFormat.compact(TextFormat.seconds(duration))) s on the main thread's loop. An input thread "
-                + "drags from \(down) s\nto \(up) s; the touch-down handler runs the loop in `tracking` until touch-up."
+                + "drags from \(down) s to \(up) s; its touch-down handler runs the loop in `tracking` until touch-up."
         }
-        return title + ": " + story + "\n" + items.joined(separator: "\n")
+        let title = "loop-demo tracking"
+        var lines = TextFormat.wrap(title + ": " + story, width: 80)
+        lines[0] = palette.paint(title, .bold) + lines[0].dropFirst(title.count)
+        return (lines + items).joined(separator: "\n")
     }
 }

@@ -1,14 +1,15 @@
 /// The end of `loop-demo tracking`: the table of fires per segment and the one-line verdict.
 ///
 /// ```
-///              before    drag      after
-/// mode         default   tracking  default
-/// seconds      0.90      1.20      0.90
-/// refresh feed 8         0         9
-/// clock        9         12        8
-/// animation    54        72        54
+///               before    drag      after
+/// mode          default   tracking  default
+/// seconds       0.90      1.20      0.90
+/// refresh feed  8         0         9
+/// clock         8         12        9
+/// animation     54        72        54
 ///
 /// Verdict: default-mode timer: 0 fires in the 1.2 s drag; common-mode timer: 12.
+/// The display link drew 72 frames in the drag: in `common`, it keeps animating.
 /// ```
 struct TrackingReport {
     let summary: TrackingSummary
@@ -49,7 +50,7 @@ struct TrackingReport {
             ? "\n" + self.palette.paint("Ended early by Ctrl-C after \(TextFormat.fixed(self.summary.seconds, 2)) s.",
                                         .yellow)
             : ""
-        return lines.joined(separator: "\n") + interrupted + "\n\n" + self.verdict() + "\n"
+        return lines.map(Self.trimmed).joined(separator: "\n") + interrupted + "\n\n" + self.verdict() + "\n"
     }
 
     /// One line with the counts of the drag, then a line on what it means.
@@ -74,12 +75,16 @@ struct TrackingReport {
             return title + " " + facts + "\n" + link + "\n"
                 + self.palette.paint("Unexpected: these counts break the run-loop rules; please report it.", .red)
         }
-        let meaning = """
-            The loop ran `tracking` during the drag. The timer in `default` is not in that mode,
-            so it waited; items in `common` are in every common mode, `tracking` included.
-            To keep a timer firing while the user drags, add it to `.common`.
-            """
+        let meaning = TextFormat.wrap("The loop ran `tracking` during the drag. The timer in `default` is not in that "
+            + "mode, so it waited; items in `common` are in every common mode, `tracking` included. To keep a timer "
+            + "firing while the user drags, add it to `.common`.", width: 80).joined(separator: "\n")
         return title + " " + facts + "\n" + link + "\n" + self.palette.paint(meaning, .dim)
+    }
+
+    private static func trimmed(_ line: String) -> String {
+        var line = line
+        while line.last == " " { line.removeLast() }
+        return line
     }
 
     /// One column per segment; with more than six, one per kind of segment (before, drags, afters), summed.
