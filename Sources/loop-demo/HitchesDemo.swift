@@ -74,7 +74,7 @@ struct HitchesDemo {
     static func row(_ second: HitchesSession.Second, palette: Palette) -> String {
         let report = second.report
         let ratio = report.hitchTimeRatio
-        let cells = TextFormat.left("\(second.index)-\(second.index + 1) s", 7)
+        let cells = TextFormat.left("\(second.index)-\(TextFormat.compact(TextFormat.seconds(second.end))) s", 7)
             + TextFormat.right(String(report.frames), 8)
             + TextFormat.right(String(report.skippedFrames), 9)
             + TextFormat.right(String(report.hitches), 9)

@@ -40,6 +40,8 @@ final class HitchesSession {
     struct Second: Equatable {
         /// 0 for the first second.
         let index: Int
+        /// Where the second ends, from the start: `index + 1` seconds, or less for a last, partial second.
+        let end: Duration
         /// The measurements of this second alone (a difference of the monitor's reports).
         let report: HitchReport
     }
@@ -140,7 +142,8 @@ final class HitchesSession {
         second.frameSpan = report.frameSpan - previous.frameSpan
         second.busyPasses = report.busyPasses - previous.busyPasses
         second.hangs = report.hangs - previous.hangs
-        let closed = Second(index: self.seconds.count, report: second)
+        let index = self.seconds.count
+        let closed = Second(index: index, end: min(.seconds(index + 1), self.configuration.duration), report: second)
         self.seconds.append(closed)
         self.onSecond?(closed)
         return report
