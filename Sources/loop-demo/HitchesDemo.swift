@@ -27,7 +27,7 @@ struct HitchesDemo {
         let trace = try DemoTrace.start(path: self.options.common.tracePath, loop: loop)
         let session = HitchesSession(loop: loop, configuration: .init(duration: self.options.duration))
         var interrupted = false
-        let interrupt = InterruptSignal(loop: loop) {
+        let interrupt = try InterruptSignal(loop: loop) {
             interrupted = true
             session.stop()
         }

@@ -1,56 +1,42 @@
-import Dispatch
 import Foundation
 import LoopKit
-import Synchronization
 
 /// Delivers Ctrl-C (SIGINT) and SIGTERM to a loop, so that a demo ends through its normal path: the summary is
 /// printed, the trace written and the terminal restored.
 ///
-/// The signals are caught by a dispatch signal source on a global queue, which signals a `LoopSource` in `common`:
-/// the callback then runs on the loop's thread, in `default` or in a drag's `tracking` alike. A second signal means
-/// the loop is not answering (a callback stuck in a long computation): it restores the terminal and exits at once.
+/// Each signal is a `LoopSignalSource` in `common`: the handler runs on the loop's thread, in `default` or inside a
+/// drag's `tracking` run alike, so a drag does not hold off a Ctrl-C. `cancel()` gives the signals their default
+/// action back.
 final class InterruptSignal {
-    private let signals: [CInt]
-    private let loopSource: LoopSource
-    private let dispatchSources: [any DispatchSourceSignal]
+    private let sources: [LoopSignalSource]
 
-    /// Starts catching `signals` for `loop`; `handler` runs on the loop's thread. Loop thread.
-    init(loop: Loop, signals: [CInt] = [SIGINT, SIGTERM], handler: @escaping () -> Void) {
-        self.signals = signals
-        let loopSource = LoopSource { _ in
-            // Wipe the "^C" the terminal echoed, through standard error so that stdout (--json) stays clean.
-            if Terminal.isTerminal(Terminal.standardError) {
-                Terminal.writeError("\r" + Terminal.clearToEndOfLine)
+    /// Starts catching `signals` for `loop`; `handler` runs on the loop's thread, once per burst of signals.
+    /// Loop thread.
+    ///
+    /// - Throws: `DemoError` when a signal cannot be caught (e.g. out of descriptors for its pipe).
+    init(loop: Loop, signals: [CInt] = [SIGINT, SIGTERM], handler: @escaping () -> Void) throws(DemoError) {
+        var sources: [LoopSignalSource] = []
+        for number in signals {
+            do {
+                sources.append(try LoopSignalSource(signal: number, loop: loop) { _ in
+                    // Wipe the "^C" the terminal echoed, through standard error so that stdout (--json) stays clean.
+                    if Terminal.isTerminal(Terminal.standardError) {
+                        Terminal.writeError("\r" + Terminal.clearToEndOfLine)
+                    }
+                    handler()
+                })
+            } catch {
+                sources.forEach { $0.cancel() }
+                throw DemoError("cannot catch signal \(number): \(error)")
             }
-            handler()
         }
-        loop.add(loopSource, forMode: .common)
-        self.loopSource = loopSource
-        let received = Atomic<Int>(0)
-        self.dispatchSources = signals.map { number in
-            signal(number, SIG_IGN)  // the dispatch source, not the default action, handles it now
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                if received.add(1, ordering: .relaxed).newValue == 1 {
-                    loopSource.signal()
-                } else {
-                    Terminal.restore()
-                    exit(130)
-                }
-            }
-            source.resume()
-            return source
-        }
+        self.sources = sources
     }
 
-    /// Stops catching the signals: their default action applies again. Loop thread.
+    /// Stops catching the signals: their default action applies again. Any thread.
     func cancel() {
-        for source in self.dispatchSources {
+        for source in self.sources {
             source.cancel()
         }
-        for number in self.signals {
-            signal(number, SIG_DFL)
-        }
-        self.loopSource.invalidate()
     }
 }

@@ -27,7 +27,7 @@ struct PhasesDemo {
         let trace = try DemoTrace.start(path: self.options.tracePath, loop: loop)
         let tour = PhasesTour(loop: loop)
         var interrupted = false
-        let interrupt = InterruptSignal(loop: loop) {
+        let interrupt = try InterruptSignal(loop: loop) {
             interrupted = true
             tour.stop()
         }

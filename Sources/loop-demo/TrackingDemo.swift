@@ -29,7 +29,7 @@ struct TrackingDemo {
         let session = TrackingSession(loop: loop, configuration: configuration, input: input)
 
         let trace = try DemoTrace.start(path: self.options.common.tracePath, loop: loop)
-        let interrupt = InterruptSignal(loop: loop) { session.quit(interrupted: true) }
+        let interrupt = try InterruptSignal(loop: loop) { session.quit(interrupted: true) }
         defer {
             interrupt.cancel()
             Terminal.restore()
