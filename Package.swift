@@ -13,7 +13,7 @@ let package = Package(
         .target(name: "CLoopKitSystem"),
         .target(name: "LoopKit", dependencies: ["CLoopKitSystem"]),
         .executableTarget(name: "loop-demo", dependencies: ["LoopKit"]),
-        .testTarget(name: "LoopKitTests", dependencies: ["LoopKit"]),
+        .testTarget(name: "LoopKitTests", dependencies: ["LoopKit", "loop-demo"]),
         // The benchmark program (`swift run -c release loop-bench`): LoopKit beside Foundation's RunLoop, Dispatch and
         // the bare-poll floor. An executable, never a test, so `swift test` times nothing. Its C part holds the Linux
         // calls Glibc's module leaves out (eventfd, epoll, perf_event_open, thread CPU clocks) and the counting malloc.

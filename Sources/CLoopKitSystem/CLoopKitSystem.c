@@ -5,6 +5,8 @@
 #include "CLoopKitSystem.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -88,4 +90,71 @@ int cloopkit_set_timer_slack(unsigned long nanoseconds) {
     (void)nanoseconds;
     return 0;
 #endif
+}
+
+#define CLOOPKIT_MAX_SIGNAL 65
+
+static _Atomic int cloopkit_signal_fds[CLOOPKIT_MAX_SIGNAL];
+static _Atomic uint64_t cloopkit_signal_counts[CLOOPKIT_MAX_SIGNAL];
+static atomic_flag cloopkit_signal_init = ATOMIC_FLAG_INIT;
+
+static void cloopkit_signal_handler(int signo) {
+    int saved = errno;  // the interrupted code may be about to read errno
+    if (signo > 0 && signo < CLOOPKIT_MAX_SIGNAL) {
+        atomic_fetch_add(&cloopkit_signal_counts[signo], 1);
+        int fd = atomic_load(&cloopkit_signal_fds[signo]);
+        if (fd > 0) {
+            char byte = 1;
+            (void)write(fd, &byte, 1);  // non-blocking: a full pipe already wakes the loop
+        }
+    }
+    errno = saved;
+}
+
+int cloopkit_signal_install(int signo, int write_fd) {
+    if (!atomic_flag_test_and_set(&cloopkit_signal_init)) {
+        for (int i = 0; i < CLOOPKIT_MAX_SIGNAL; i++) {
+            atomic_store(&cloopkit_signal_fds[i], -1);
+        }
+    }
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || signo == SIGKILL || signo == SIGSTOP) {
+        errno = EINVAL;
+        return -1;
+    }
+    int expected = -1;
+    if (!atomic_compare_exchange_strong(&cloopkit_signal_fds[signo], &expected, write_fd)) {
+        errno = EBUSY;
+        return -1;
+    }
+    atomic_store(&cloopkit_signal_counts[signo], 0);
+    struct sigaction action;
+    action.sa_handler = cloopkit_signal_handler;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    if (sigaction(signo, &action, NULL) != 0) {
+        int saved = errno;
+        atomic_store(&cloopkit_signal_fds[signo], -1);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+void cloopkit_signal_uninstall(int signo) {
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL) {
+        return;
+    }
+    struct sigaction action;
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0;
+    (void)sigaction(signo, &action, NULL);
+    atomic_store(&cloopkit_signal_fds[signo], -1);
+}
+
+uint64_t cloopkit_signal_take(int signo) {
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL) {
+        return 0;
+    }
+    return atomic_exchange(&cloopkit_signal_counts[signo], 0);
 }

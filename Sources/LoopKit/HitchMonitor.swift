@@ -45,6 +45,9 @@ public final class HitchMonitor: Sendable {
         observers.append(LoopObserver(activities: [.beforeWaiting, .exit], order: .max) { _, activity in
             box.monitor?.busyEnds(exiting: activity == .exit)
         })
+        for observer in observers {
+            observer.isInstrumentation = true
+        }
         self.observers = observers
         box.monitor = self
         for observer in observers {

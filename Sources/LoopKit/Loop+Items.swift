@@ -98,7 +98,8 @@ extension Loop {
     ///
     /// - Precondition: `link` is valid and belongs to no other loop.
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) {
-        precondition(link.isValid, "Loop.add(_:forMode:): the LoopDisplayLink was invalidated; an invalid item cannot be added")
+        precondition(link.isValid,
+                     "Loop.add(_:forMode:): the LoopDisplayLink was invalidated; an invalid item cannot be added")
         link.timer.resolveFireDate(now: self.now)
         self.addItem(link.timer, to: mode, call: "Loop.add(_:forMode:)")
     }
@@ -130,7 +131,7 @@ extension Loop {
         precondition(mode != .common, "Loop.addCommonMode(_:): `common` cannot be a member of itself")
         self.onLoopThread {
             guard self.commonModeSet.insert(mode).inserted else { return }
-            for item in self.commonItems {
+            for item in self.commonItems.values.sorted(by: { $0.sequence < $1.sequence }) {
                 self.attach(item, toRealMode: mode)
             }
         }
@@ -181,7 +182,7 @@ extension Loop {
     func containsItem(_ item: any LoopItem, in mode: LoopMode) -> Bool {
         self.preconditionIsCurrent("Loop.contains(_:inMode:)")
         if mode == .common {
-            return self.commonItems.contains { $0 === item }
+            return self.commonItems[ObjectIdentifier(item)] != nil
         }
         return item.modes.contains(mode)
     }
@@ -196,9 +197,7 @@ extension Loop {
             self.attach(item, toRealMode: mode)
             return
         }
-        if !self.commonItems.contains(where: { $0 === item }) {
-            self.commonItems.append(item)
-        }
+        self.commonItems[ObjectIdentifier(item)] = item
         for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) {
             self.attach(item, toRealMode: commonMode)
         }
@@ -214,7 +213,7 @@ extension Loop {
             self.detach(item, fromRealMode: mode)
             return
         }
-        self.commonItems.removeAll { $0 === item }
+        self.commonItems[ObjectIdentifier(item)] = nil
         for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) {
             self.detach(item, fromRealMode: commonMode)
         }
@@ -228,8 +227,8 @@ extension Loop {
     /// Removes an invalidated item from every mode. Any thread.
     func detachEverywhere<Item: LoopItem & Sendable>(_ item: Item) {
         self.onLoopThread {
-            self.commonItems.removeAll { $0 === item }
-            for mode in item.modes.sorted(by: { $0.name < $1.name }) {
+            self.commonItems[ObjectIdentifier(item)] = nil
+            for mode in item.modes.count == 1 ? Array(item.modes) : item.modes.sorted(by: { $0.name < $1.name }) {
                 self.detach(item, fromRealMode: mode)
             }
         }

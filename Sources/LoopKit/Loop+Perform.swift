@@ -15,7 +15,8 @@ extension Loop {
     ///
     /// - Precondition: `modes` is not empty; the loop's `LoopThread` has not ended.
     public func perform(inModes modes: [LoopMode], _ block: @escaping @Sendable () -> Void) {
-        precondition(!modes.isEmpty, "Loop.perform(inModes:_:): the list of modes is empty, so the block could never run")
+        precondition(!modes.isEmpty,
+                     "Loop.perform(inModes:_:): the list of modes is empty, so the block could never run")
         let queued = modes.count == 1 ? BlockModes.one(modes[0]) : BlockModes.several(modes)
         self.enqueue(QueuedBlock(modes: queued, body: block))
     }
@@ -56,7 +57,7 @@ extension Loop {
             return runnable
         }
         for block in runnable {
-            block.body()
+            self.callOut(.block) { block.body() }
         }
         return !runnable.isEmpty
     }

@@ -20,7 +20,9 @@ extension Loop {
     @discardableResult
     public func run(mode: LoopMode, before deadline: LoopInstant, returnAfterSourceHandled: Bool = false) -> RunResult {
         self.preconditionIsCurrent("Loop.run(mode:before:)")
-        precondition(mode != .common, "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run; run a real mode such as .default")
+        precondition(mode != .common,
+                     "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run; "
+                        + "run a real mode such as .default")
         self.applyControlMessages()
         if self.isEmpty(mode) {
             return .finished
@@ -59,7 +61,11 @@ extension Loop {
     }
 
     /// One pass. Returns the run's result, or `nil` to make another pass.
-    private func runPass(in items: ModeItems, until deadline: LoopInstant, returnAfterSourceHandled: Bool) -> RunResult? {
+    private func runPass(
+        in items: ModeItems,
+        until deadline: LoopInstant,
+        returnAfterSourceHandled: Bool
+    ) -> RunResult? {
         let mode = items.mode
         self.applyControlMessages()
         self.notifyObservers(.beforeTimers, in: items)
@@ -127,7 +133,11 @@ extension Loop {
         guard !items.observers.isEmpty else { return }
         let observers = items.observers
         for observer in observers where observer.activities.contains(activity) && observer.modes.contains(items.mode) {
-            observer.notify(activity)
+            if observer.isInstrumentation {
+                observer.notify(activity)
+            } else {
+                self.callOut(.observer(activity)) { observer.notify(activity) }
+            }
         }
     }
 
@@ -175,7 +185,7 @@ extension Loop {
                 continue
             }
             self.unrunSignalledSources = ordered[(position + 1)...]  // seen by a run nested in the callback
-            source.perform()
+            self.callOut(.source) { source.perform() }
             handled = true
         }
         if !removedMeanwhile.isEmpty {
@@ -275,7 +285,10 @@ extension Loop {
         for entry in due {
             let timer = entry.timer
             guard Loop.isLive(entry, in: mode), !timer.isFiring, timer.isValid else { continue }
-            if timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock) {
+            let stillScheduled = self.callOut(.timer) {
+                timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock)
+            }
+            if stillScheduled {
                 self.requeue(timer)
             } else {
                 self.detachEverywhere(timer)
@@ -298,7 +311,7 @@ extension Loop {
         for (source, polled) in ready where source.isValid && source.modes.contains(items.mode) {
             let events = polled.intersection(source.events.union([.error, .hangUp, .invalid]))
             guard !events.isEmpty else { continue }
-            source.handle(events)
+            self.callOut(.descriptor(source.descriptor)) { source.handle(events) }
             handled = true
             if events.contains(.invalid) {
                 source.cancel()  // the descriptor is closed: reported once, never polled again

@@ -32,7 +32,8 @@ public final class Loop: @unchecked Sendable {
     // MARK: Loop thread only
     var modeItemsByMode: [LoopMode: ModeItems] = [:]
     var commonModeSet: Set<LoopMode> = [.default, .tracking]
-    var commonItems: [any LoopItem] = []
+    /// The items added to `.common`, by identity: O(1) to add and remove, however many there are.
+    var commonItems: [ObjectIdentifier: any LoopItem] = [:]
     var runningModes: [LoopMode] = []
     var lastSequence: UInt64 = 0
     let poller = Poller()
@@ -40,6 +41,8 @@ public final class Loop: @unchecked Sendable {
     /// The signalled sources that the running pass took from `shared` and has yet to run, so that a run nested in
     /// one of their callbacks runs them as CF's does, instead of leaving them for after the nested run returns.
     var unrunSignalledSources: ArraySlice<LoopSource> = []
+    /// The tracer recording callouts, if one is attached (weak: the tracer owns the recording, not the loop).
+    weak var tracer: LoopTracer?
 
     /// A loop owned by the calling thread, reading time from `clock`.
     ///

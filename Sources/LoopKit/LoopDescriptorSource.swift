@@ -42,7 +42,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         order: Int = 0,
         handler: @escaping (LoopDescriptorSource, DescriptorEvents) -> Void
     ) {
-        precondition(descriptor >= 0, "LoopDescriptorSource(descriptor:events:): the descriptor is negative (\(descriptor))")
+        precondition(descriptor >= 0,
+                     "LoopDescriptorSource(descriptor:events:): the descriptor is negative (\(descriptor))")
         LoopDescriptorSource.checkWatchable(events, call: "LoopDescriptorSource(descriptor:events:)")
         self.descriptor = descriptor
         self.order = order

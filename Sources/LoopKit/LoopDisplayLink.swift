@@ -43,7 +43,8 @@ public final class LoopDisplayLink: @unchecked Sendable {
         _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
     ) {
         precondition(preferredRate.isFinite && preferredRate >= 0,
-                     "LoopDisplayLink(display:preferredRate:): the rate must be finite and not negative (\(preferredRate))")
+                     "LoopDisplayLink(display:preferredRate:): the rate must be finite and not negative "
+                        + "(\(preferredRate))")
         self.init(display: display, refreshesPerFrame: display.refreshesPerFrame(
             preferred: preferredRate, range: 0...Double(display.maximumRate)), callback)
     }
@@ -60,7 +61,8 @@ public final class LoopDisplayLink: @unchecked Sendable {
         _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
     ) {
         precondition(minimum.isFinite && maximum.isFinite && preferred.isFinite && minimum > 0 && minimum <= maximum,
-                     "LoopDisplayLink(display:minimum:maximum:preferred:): need 0 < minimum <= maximum (got \(minimum)...\(maximum))")
+                     "LoopDisplayLink(display:minimum:maximum:preferred:): need 0 < minimum <= maximum "
+                        + "(got \(minimum)...\(maximum))")
         self.init(display: display, refreshesPerFrame: display.refreshesPerFrame(
             preferred: preferred, range: minimum...maximum), callback)
     }

@@ -25,6 +25,8 @@ public final class LoopObserver: @unchecked Sendable {
     var modes: Set<LoopMode> = []
     var sequence: UInt64 = 0
     private var isCalling = false
+    /// Set for the observers of LoopKit's own instruments (tracer, hitch monitor), which the tracer does not trace.
+    var isInstrumentation = false
 
     /// An observer of `activities`.
     ///

@@ -10,7 +10,8 @@ import Synchronization
 /// already queued for the default mode run; `perform` after that is a precondition failure, never a silent loss.
 ///
 /// The thread's timer slack is lowered to 1 µs (on Linux), so its timers and display links fire close to their dates.
-/// Every member is safe from any thread, except that `join()` must not be called from the thread itself.
+/// Dropping the last reference to a `LoopThread` shuts it down and joins it. Every member is safe from any thread,
+/// except that `join()` must not be called from the thread itself.
 public final class LoopThread: Sendable {
     /// The thread's loop. Any thread may perform, add items, stop and wake it; only the thread runs it.
     public let loop: Loop
@@ -65,7 +66,8 @@ public final class LoopThread: Sendable {
     ///
     /// - Precondition: Not called on the loop's thread (it would wait for itself).
     public func join() {
-        precondition(!self.loop.isCurrent, "LoopThread.join(): called on the loop's own thread, which would wait forever")
+        precondition(!self.loop.isCurrent,
+                     "LoopThread.join(): called on the loop's own thread, which would wait forever")
         self.isJoined.withLock { joined in
             guard !joined else { return }
             self.thread.join()

@@ -212,7 +212,8 @@ public final class LoopTimer: @unchecked Sendable {
                 return false
             }
             let now = clock.now
-            schedule.fireDate = self.grid?(slot, now) ?? LoopTimer.nextSlot(after: slot, interval: self.interval, now: now)
+            schedule.fireDate = self.grid?(slot, now)
+                ?? LoopTimer.nextSlot(after: slot, interval: self.interval, now: now)
             return true
         }
     }

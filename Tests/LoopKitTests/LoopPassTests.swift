@@ -162,7 +162,7 @@ struct LoopPassTests {
     }
 
     @Test func runningTheCommonPseudoModeIsAPreconditionFailure() async {
-        await #expect(processExitsWith: .failure) {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             func runCommon() throws {
                 let loop = try Loop()
                 loop.add(LoopTimer(interval: .seconds(1)) { _ in }, forMode: .common)
@@ -170,5 +170,6 @@ struct LoopPassTests {
             }
             try runCommon()
         }
+        #expect(result?.standardErrorText.contains("`common` is a pseudo-mode and cannot be run") == true)
     }
 }

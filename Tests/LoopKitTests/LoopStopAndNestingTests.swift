@@ -253,13 +253,14 @@ struct LoopThreadingTests {
     }
 
     @Test func runningALoopOnAnotherThreadIsAPreconditionFailure() async {
-        await #expect(processExitsWith: .failure) {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let loop = try Loop()
             loop.add(LoopTimer(interval: .seconds(1)) { _ in }, forMode: .default)
             onAnotherThread {
                 runNoAsync(loop)
             }
         }
+        #expect(result?.standardErrorText.contains("must be called on the loop's own thread") == true)
     }
 
     @Test func theThreadHelperRunsBlocksAndShutsDown() throws {
@@ -297,11 +298,12 @@ struct LoopThreadingTests {
     }
 
     @Test func performOnAnEndedThreadHelperIsAPreconditionFailure() async {
-        await #expect(processExitsWith: .failure) {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let thread = try LoopThread()
             thread.shutdownAndJoin()
             thread.perform {}
         }
+        #expect(result?.standardErrorText.contains("the loop's LoopThread has ended") == true)
     }
 }
 

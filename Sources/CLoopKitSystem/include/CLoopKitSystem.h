@@ -26,6 +26,17 @@ bool cloopkit_is_main_thread(void);
 /// Names the calling thread (pthread_setname_np(3)); `name` is truncated to what the system allows.
 void cloopkit_set_thread_name(const char *name);
 
+/// Installs a handler for `signo` that counts each delivery and writes a byte to `write_fd` (sigaction(2) with
+/// `SA_RESTART`). Returns 0, or -1 with errno set (`EINVAL` for a signal that cannot be caught or is out of range,
+/// `EBUSY` when the signal already has a LoopKit handler).
+int cloopkit_signal_install(int signo, int write_fd);
+
+/// Gives `signo` its default action back and forgets its descriptor (sigaction(2) with `SIG_DFL`).
+void cloopkit_signal_uninstall(int signo);
+
+/// The deliveries of `signo` counted since the last call.
+uint64_t cloopkit_signal_take(int signo);
+
 /// Lowers the calling thread's timer slack to `nanoseconds` (prctl(PR_SET_TIMERSLACK)); 0 where unsupported.
 int cloopkit_set_timer_slack(unsigned long nanoseconds);
 

@@ -155,7 +155,8 @@ struct TimerQueue {
         #if DEBUG
         for index in 1..<max(self.entries.count, 1) {
             let parent = (index - 1) / 2
-            assert(!TimerEntry.precedes(self.entries[index], self.entries[parent]), "timer heap out of order at \(index)")
+            assert(!TimerEntry.precedes(self.entries[index], self.entries[parent]),
+                   "timer heap out of order at \(index)")
         }
         #endif
     }

@@ -1,0 +1,34 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CLoopKitSystem
+
+/// Process-signal handlers that count deliveries and write to a pipe, for `LoopSignalSource`.
+enum ProcessSignals {
+    /// Counts each delivery of `number` and makes `pipe` readable (sigaction(2) with an async-signal-safe handler).
+    ///
+    /// - Throws: `SystemCallError` naming `sigaction`: `EINVAL` for a signal that cannot be caught, `EBUSY` when
+    ///   another `LoopSignalSource` already handles it.
+    static func install(_ number: CInt, notifying pipe: WakeupPipe) throws(SystemCallError) {
+        if cloopkit_signal_install(number, pipe.writeEnd) != 0 {
+            throw SystemCallError(call: "sigaction", code: currentErrno)
+        }
+    }
+
+    /// Gives `number` its default action back (sigaction(2) with `SIG_DFL`).
+    static func uninstall(_ number: CInt) {
+        cloopkit_signal_uninstall(number)
+    }
+
+    /// The deliveries of `number` since the last call.
+    static func takeCount(_ number: CInt) -> Int {
+        Int(cloopkit_signal_take(number))
+    }
+
+    /// Sends `number` to this process (kill(2)).
+    static func raiseInProcess(_ number: CInt) {
+        _ = kill(getpid(), number)
+    }
+}

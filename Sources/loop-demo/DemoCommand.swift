@@ -1,0 +1,144 @@
+/// What the command line asks for, parsed; `parse` is the whole grammar of `loop-demo`.
+///
+/// ```
+/// loop-demo [tracking] [--fps 60|120] [--duration SECONDS] [--interactive] [--json] [--trace FILE] [--no-color]
+/// loop-demo phases [--trace FILE] [--no-color]
+/// loop-demo hitches [--duration SECONDS] [--trace FILE] [--no-color]
+/// loop-demo help [COMMAND]        loop-demo [COMMAND] --help | -h
+/// ```
+///
+/// Options take their value as the next argument or after `=` (`--fps=120`). `--help` anywhere asks for that
+/// command's help and wins over other mistakes.
+enum DemoCommand: Equatable {
+    case tracking(TrackingOptions)
+    case phases(CommonOptions)
+    case hitches(HitchesOptions)
+    /// Print the help of a command (`nil`: the overview) and exit 0.
+    case help(Name?)
+
+    /// The subcommands.
+    enum Name: String, CaseIterable, Sendable {
+        case tracking, phases, hitches
+    }
+
+    /// Options every command takes.
+    struct CommonOptions: Equatable {
+        var tracePath: String?
+        var noColor = false
+    }
+
+    struct TrackingOptions: Equatable {
+        var common = CommonOptions()
+        var fps = 60
+        /// `nil`: the default, 3 s for the script, until `q` for `--interactive`.
+        var duration: Duration?
+        var interactive = false
+        var json = false
+    }
+
+    struct HitchesOptions: Equatable {
+        var common = CommonOptions()
+        var duration: Duration = .seconds(3)
+    }
+
+    /// A mistake on the command line: exit status 2, with `message` and the short usage on standard error.
+    struct UsageError: Error, Equatable, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Parses the arguments after the program name.
+    ///
+    /// - Throws: `UsageError` for an unknown command or option, a missing or bad value, or a bad combination.
+    static func parse(_ arguments: [String]) throws(UsageError) -> DemoCommand {
+        var rest = arguments[...]
+        var name = Name.tracking
+        if let first = rest.first, !first.hasPrefix("-") {
+            rest = rest.dropFirst()
+            if first == "help" {
+                return try self.parseHelp(rest)
+            }
+            guard let command = Name(rawValue: first) else {
+                throw UsageError(description: "unknown command '\(first)'")
+            }
+            name = command
+        }
+        if rest.contains(where: { $0 == "--help" || $0 == "-h" }) {
+            return .help(arguments.first.flatMap(Name.init(rawValue:)))
+        }
+
+        var common = CommonOptions()
+        var tracking = TrackingOptions()
+        var hitches = HitchesOptions()
+        while let argument = rest.popFirst() {
+            guard argument.hasPrefix("-"), argument != "-" else {
+                throw UsageError(description: "unexpected argument '\(argument)'")
+            }
+            let (option, attached) = self.split(argument)
+            func value() throws(UsageError) -> String {
+                if let attached { return attached }
+                guard let next = rest.popFirst() else { throw UsageError(description: "\(option) needs a value") }
+                return next
+            }
+            switch (option, name) {
+            case ("--trace", _):
+                common.tracePath = try value()
+            case ("--no-color", _) where attached == nil:
+                common.noColor = true
+            case ("--fps", .tracking):
+                let text = try value()
+                guard let fps = Int(text), fps == 60 || fps == 120 else {
+                    throw UsageError(description: "--fps must be 60 or 120 (got '\(text)')")
+                }
+                tracking.fps = fps
+            case ("--duration", .tracking), ("--duration", .hitches):
+                let duration = try self.duration(try value())
+                tracking.duration = duration
+                hitches.duration = duration
+            case ("--interactive", .tracking) where attached == nil:
+                tracking.interactive = true
+            case ("--json", .tracking) where attached == nil:
+                tracking.json = true
+            default:
+                let known = ["--trace", "--no-color", "--fps", "--duration", "--interactive", "--json"].contains(option)
+                throw UsageError(description: known && attached != nil
+                    ? "\(option) takes no value"
+                    : "unknown option '\(option)' for '\(name.rawValue)'")
+            }
+        }
+        if tracking.interactive && tracking.json {
+            throw UsageError(description: "--interactive and --json cannot be combined")
+        }
+        switch name {
+        case .tracking:
+            tracking.common = common
+            return .tracking(tracking)
+        case .phases:
+            return .phases(common)
+        case .hitches:
+            hitches.common = common
+            return .hitches(hitches)
+        }
+    }
+
+    private static func parseHelp(_ rest: ArraySlice<String>) throws(UsageError) -> DemoCommand {
+        guard let topic = rest.first else { return .help(nil) }
+        guard rest.count == 1, let command = Name(rawValue: topic) else {
+            throw UsageError(description: "no help for '\(rest.joined(separator: " "))'")
+        }
+        return .help(command)
+    }
+
+    /// `--name=value` into its parts; `--name` alone has no attached value.
+    private static func split(_ argument: String) -> (String, String?) {
+        guard argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+    }
+
+    /// Seconds from 1 to 600, as given to `--duration`.
+    private static func duration(_ text: String) throws(UsageError) -> Duration {
+        guard let seconds = Double(text), seconds.isFinite, seconds >= 1, seconds <= 600 else {
+            throw UsageError(description: "--duration must be a number of seconds from 1 to 600 (got '\(text)')")
+        }
+        return .nanoseconds(Int64((seconds * 1e9).rounded()))
+    }
+}

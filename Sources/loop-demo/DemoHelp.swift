@@ -1,0 +1,104 @@
+/// The texts of `--help` and of the short usage printed after a mistake.
+enum DemoHelp {
+    /// The short usage: one line per command.
+    static let usage = """
+        usage: loop-demo [tracking] [--fps 60|120] [--duration SECONDS] [--interactive]
+                         [--json] [--trace FILE] [--no-color]
+               loop-demo phases [--trace FILE] [--no-color]
+               loop-demo hitches [--duration SECONDS] [--trace FILE] [--no-color]
+               loop-demo help [COMMAND]
+        """
+
+    /// The help of `command`, or the overview.
+    static func text(for command: DemoCommand.Name?) -> String {
+        switch command {
+        case nil: self.overview
+        case .tracking: self.tracking
+        case .phases: self.phases
+        case .hitches: self.hitches
+        }
+    }
+
+    private static let common = """
+          --trace FILE         also write what the loop did to FILE, in the Trace Event
+                               Format (open it in ui.perfetto.dev or chrome://tracing)
+          --no-color           no colour, even on a terminal (there is none when
+                               stdout is not a terminal)
+          -h, --help           show this help
+        """
+
+    private static let overview = """
+        loop-demo: see what LoopKit's run loop does, in a few seconds.
+
+        commands:
+          tracking   (the default) a timer in `default` stops while the loop runs
+                     `tracking` for a drag; a timer and a display link in `common` don't
+          phases     the anatomy of a pass: observer activities, and what was handled
+                     in between
+          hitches    a 120 Hz display link with some heavy frames, measured by the
+                     hitch monitor
+
+        \(usage)
+
+        `loop-demo COMMAND --help` tells more. Ctrl-C ends any demo, which still prints
+        what it saw.
+        """
+
+    private static let tracking = """
+        loop-demo tracking: why a timer stops while you drag.
+
+        A scripted session on the main thread's loop: idle, a drag, idle again (3 s;
+        the drag is the middle 40 %). An input thread writes touch events into a pipe;
+        a descriptor source on the loop reads them. On touch-down the handler runs the
+        loop nested in the `tracking` mode until touch-up, as UIKit does. Meanwhile:
+          refresh feed   a 10 Hz timer in `default`   -> stops during the drag
+          clock          a 10 Hz timer in `common`    -> keeps firing
+          animation      a display link in `common`   -> keeps animating
+        The timeline is drawn live, then a table of fires before / during / after the
+        drag and a verdict.
+
+        usage: loop-demo [tracking] [options]
+
+        options:
+          --fps 60|120         the display link's rate (default 60)
+          --duration SECONDS   the session's length, 1 to 600 (default 3;
+                               with --interactive: until q)
+          --interactive        drag from the keyboard: Enter starts a drag, Enter ends
+                               it, q quits
+          --json               print only the summary, as JSON: {"segments":[{"name",
+                               "mode","seconds","fires":{"defaultTimer","commonTimer",
+                               "displayLink"}}],"fps","seconds","interrupted"}
+        \(common)
+        """
+
+    private static let phases = """
+        loop-demo phases: the anatomy of a pass.
+
+        Runs the main thread's loop in `default` for a few passes with a timer, a
+        signalled source (signalled from another thread), a descriptor source on a pipe
+        (written from another thread) and blocks, and prints every activity an observer
+        sees, with its time and what the loop handled in between.
+
+        usage: loop-demo phases [options]
+
+        options:
+        \(common)
+        """
+
+    private static let hitches = """
+        loop-demo hitches: frames that miss their deadline.
+
+        Runs a 120 Hz display link (8.33 ms per frame) on the main thread's loop. Each
+        frame's work is light (1 ms) except scripted heavy ones; a hitch monitor
+        measures every frame. Prints a bar per second and the totals: frames, skipped
+        frames, hitches and the hitch time ratio (ms of hitch per second) with its
+        rating: good below 5 ms/s, warning 5 to 10, critical above 10.
+
+        usage: loop-demo hitches [options]
+
+        options:
+          --duration SECONDS   how long to run, 1 to 600 (default 3; the heavy frames
+                               repeat every 3 s)
+        \(common)
+        """
+}

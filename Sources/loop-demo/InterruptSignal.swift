@@ -1,0 +1,42 @@
+import Foundation
+import LoopKit
+
+/// Delivers Ctrl-C (SIGINT) and SIGTERM to a loop, so that a demo ends through its normal path: the summary is
+/// printed, the trace written and the terminal restored.
+///
+/// Each signal is a `LoopSignalSource` in `common`: the handler runs on the loop's thread, in `default` or inside a
+/// drag's `tracking` run alike, so a drag does not hold off a Ctrl-C. `cancel()` gives the signals their default
+/// action back.
+final class InterruptSignal {
+    private let sources: [LoopSignalSource]
+
+    /// Starts catching `signals` for `loop`; `handler` runs on the loop's thread, once per burst of signals.
+    /// Loop thread.
+    ///
+    /// - Throws: `DemoError` when a signal cannot be caught (e.g. out of descriptors for its pipe).
+    init(loop: Loop, signals: [CInt] = [SIGINT, SIGTERM], handler: @escaping () -> Void) throws(DemoError) {
+        var sources: [LoopSignalSource] = []
+        for number in signals {
+            do {
+                sources.append(try LoopSignalSource(signal: number, loop: loop) { _ in
+                    // Wipe the "^C" the terminal echoed, through standard error so that stdout (--json) stays clean.
+                    if Terminal.isTerminal(Terminal.standardError) {
+                        Terminal.writeError("\r" + Terminal.clearToEndOfLine)
+                    }
+                    handler()
+                })
+            } catch {
+                sources.forEach { $0.cancel() }
+                throw DemoError("cannot catch signal \(number): \(error)")
+            }
+        }
+        self.sources = sources
+    }
+
+    /// Stops catching the signals: their default action applies again. Any thread.
+    func cancel() {
+        for source in self.sources {
+            source.cancel()
+        }
+    }
+}

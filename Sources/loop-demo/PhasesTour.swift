@@ -1,0 +1,109 @@
+import Dispatch
+import LoopKit
+
+/// The session behind `loop-demo phases`: a few passes of a loop with one of each kind of work, recorded as an
+/// observer sees them.
+///
+/// The work is chained, so the order follows from the loop's rules and not from timing: a block queued before the
+/// run; a one-shot timer 20 ms in; the timer asks another thread to signal a source 15 ms later; the source asks
+/// that thread to write into a pipe 15 ms later; the descriptor source on the pipe reads it and queues a block,
+/// which stops the loop. An observer of every activity records each one with its time, and each callback records
+/// what it handled.
+///
+/// Loop-confined: create and run it on the loop's thread.
+final class PhasesTour {
+    /// One line of the record.
+    struct Event: Equatable {
+        enum Kind: Equatable {
+            /// An observer callback.
+            case activity(LoopActivity)
+            /// A callback that handled something: `item` is "block", "timer", "source" or "descriptor".
+            case handled(item: String, detail: String)
+        }
+
+        /// Time since the tour started.
+        let time: Duration
+        let kind: Kind
+    }
+
+    let loop: Loop
+    /// What the tour recorded.
+    private(set) var events: [Event] = []
+    /// How the run ended.
+    private(set) var result: RunResult?
+    private var start: LoopInstant
+
+    init(loop: Loop) {
+        self.loop = loop
+        self.start = loop.now
+    }
+
+    /// Runs the tour; returns when the last block has stopped the loop (or `stop()` was called, or after 10 s).
+    ///
+    /// - Throws: `DemoError` when the pipe cannot be opened.
+    @available(*, noasync)
+    func run() throws(DemoError) -> [Event] {
+        let loop = self.loop
+        let pipe = try DemoPipe()
+        let helper = DispatchQueue(label: "phases-helper")  // "another thread"
+        self.start = loop.now
+
+        let observer = LoopObserver(activities: .allActivities) { [unowned self] _, activity in
+            self.record(.activity(activity))
+        }
+        let source = LoopSource { [unowned self] _ in
+            self.record(.handled(item: "source", detail: "\"mailbox\" runs: another thread signalled it. "
+                + "It asks that thread to write into the pipe in 15 ms"))
+            helper.asyncAfter(deadline: .now() + .milliseconds(15)) { pipe.write(Array("ping".utf8)) }
+        }
+        let reader = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { [unowned self] _, events in
+            var text = ""
+            if case .bytes(let bytes) = pipe.read(maximum: 64) {
+                text = String(decoding: bytes, as: UTF8.self)
+            }
+            let readable = events.contains(.readable) ? "readable" : "\(events)"
+            self.record(.handled(item: "descriptor", detail: "the pipe (fd \(pipe.readEnd)) is \(readable): "
+                + "the handler reads \"\(text)\" and queues a block with perform"))
+            let tour = LoopConfined(self)
+            loop.perform {
+                tour.value.record(.handled(item: "block", detail: "queued by the descriptor handler: runs at the end "
+                    + "of the same pass. It calls stop()"))
+                loop.stop()
+            }
+        }
+        let timer = LoopTimer(interval: .milliseconds(20)) { [unowned self] _ in
+            self.record(.handled(item: "timer", detail: "\"tick\" fires, 20 ms after it was added. It asks another "
+                + "thread to signal the source in 15 ms"))
+            helper.asyncAfter(deadline: .now() + .milliseconds(15)) { source.signal() }
+        }
+        loop.add(observer, forMode: .default)
+        loop.add(source, forMode: .default)
+        loop.add(reader, forMode: .default)
+        loop.add(timer, forMode: .default)
+        let tour = LoopConfined(self)
+        loop.perform {
+            tour.value.record(.handled(item: "block", detail: "queued with perform before the run"))
+        }
+
+        self.result = loop.run(mode: .default, before: self.start + .seconds(10))  // the deadline is a hang guard
+
+        observer.invalidate()
+        timer.invalidate()
+        source.invalidate()
+        reader.cancel()
+        pipe.closeReadEnd()
+        return self.events
+    }
+
+    /// Ends the tour early (Ctrl-C). Loop thread.
+    func stop() {
+        self.loop.stop()
+    }
+
+    private func record(_ kind: Event.Kind) {
+        self.events.append(Event(time: self.loop.now - self.start, kind: kind))
+    }
+}
+
+@available(*, unavailable, message: "PhasesTour is confined to its loop's thread")
+extension PhasesTour: Sendable {}

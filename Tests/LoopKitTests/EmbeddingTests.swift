@@ -1,0 +1,118 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+@testable import LoopKit
+
+private actor LoopBoundCounter {
+    let executor: LoopExecutor
+    private(set) var count = 0
+
+    init(executor: LoopExecutor) {
+        self.executor = executor
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        self.executor.asUnownedSerialExecutor()
+    }
+
+    func increment() -> Bool {
+        self.count += 1
+        return self.executor.loop.isCurrent
+    }
+}
+
+@Suite("Embedding: executors and process signals", .serialized, .timeLimit(.minutes(1)))
+struct EmbeddingTests {
+    @Test func anActorOnALoopExecutorRunsItsCodeOnTheLoopsThread() async throws {
+        let thread = try LoopThread(name: "actor-loop")
+        let counter = LoopBoundCounter(executor: LoopExecutor(loop: thread.loop))
+        for _ in 0..<10 {
+            #expect(await counter.increment())
+        }
+        #expect(await counter.count == 10)
+        thread.shutdownAndJoin()
+    }
+
+    @Test func aTaskWithALoopExecutorPreferenceResumesOnTheLoopsThread() async throws {
+        let thread = try LoopThread(name: "task-loop")
+        let executor = LoopExecutor(loop: thread.loop)
+        let seen = await withTaskExecutorPreference(executor) { () async -> [Bool] in
+            var seen: [Bool] = [executor.loop.isCurrent]
+            await Task.yield()
+            seen.append(executor.loop.isCurrent)
+            try? await Task.sleep(for: .milliseconds(1))
+            seen.append(executor.loop.isCurrent)
+            return seen
+        }
+        #expect(seen == [true, true, true])
+        thread.shutdownAndJoin()
+    }
+
+    @Test func jobsRunOnlyInTheExecutorsModes() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let executor = LoopExecutor(loop: loop, modes: [.tracking])
+        let ran = Recorder<Bool>()
+        let counter = LoopBoundCounter(executor: executor)
+        Task { ran.append(await counter.increment()) }
+        #expect(waitUntil { loop.isEmpty(.tracking) == false })
+        loop.run(mode: .default, before: clock.now)
+        #expect(ran.count == 0)
+        while ran.count == 0 {
+            loop.run(mode: .tracking, before: clock.now)
+        }
+        #expect(ran.elements == [true])
+    }
+
+    @Test func eachProcessSignalIsDeliveredToTheLoopAsASourceAndCounted() throws {
+        let loop = try Loop()
+        let counts = Recorder<Int>()
+        let source = try LoopSignalSource(signal: SIGUSR1, loop: loop) { count in
+            counts.append(count)
+        }
+        defer { source.cancel() }
+        let start = loop.now
+        for round in 1...3 {
+            LoopSignalSource.raise(SIGUSR1)
+            while counts.elements.reduce(0, +) < round, loop.now < start + .seconds(30) {
+                loop.run(mode: .default, before: start + .seconds(30), returnAfterSourceHandled: true)
+            }
+        }
+        #expect(counts.elements.reduce(0, +) == 3)
+        #expect(counts.elements.allSatisfy { $0 >= 1 })
+    }
+
+    @Test func aSignalWakesASleepingLoop() throws {
+        let loop = try Loop()
+        let counts = Recorder<Int>()
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { count in
+            counts.append(count)
+            loop.stop()
+        }
+        defer { source.cancel() }
+        let raiser = startThread {
+            guard waitUntil({ loop.isWaiting }) else { return }
+            LoopSignalSource.raise(SIGUSR2)
+        }
+        let result = loop.run(mode: .default, before: loop.now + .seconds(30))
+        raiser.join()
+        #expect(result == .stopped)
+        #expect(counts.elements == [1])
+    }
+
+    @Test func aSecondSourceForTheSameSignalOrAnUncatchableSignalIsAThrownError() throws {
+        let loop = try Loop()
+        let first = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
+        defer { first.cancel() }
+        #expect(throws: SystemCallError(call: "sigaction", code: EBUSY)) {
+            _ = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
+        }
+        #expect(throws: SystemCallError(call: "sigaction", code: EINVAL)) {
+            _ = try LoopSignalSource(signal: SIGKILL, loop: loop) { _ in }
+        }
+        first.cancel()
+        let again = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
+        again.cancel()
+    }
+}

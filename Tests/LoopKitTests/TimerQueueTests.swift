@@ -1,0 +1,93 @@
+import Testing
+@testable import LoopKit
+
+@Suite("Timer queue")
+struct TimerQueueTests {
+    private func entry(_ deadline: UInt64, tolerance: UInt64 = 0, sequence: UInt64, timer: LoopTimer) -> TimerEntry {
+        TimerEntry(deadline: deadline, sequence: sequence, generation: 0, tolerance: tolerance, timer: timer)
+    }
+
+    @Test func entriesComeOutByDeadlineThenSequence() {
+        let timer = LoopTimer(interval: .seconds(1)) { _ in }
+        var queue = TimerQueue()
+        var generator = SystemRandomNumberGenerator()
+        var expected: [(UInt64, UInt64)] = []
+        for sequence in 0..<500 {
+            let deadline = UInt64.random(in: 0..<50, using: &generator)
+            queue.insert(self.entry(deadline, sequence: UInt64(sequence), timer: timer))
+            expected.append((deadline, UInt64(sequence)))
+            queue.checkInvariants()
+        }
+        expected.sort { $0 < $1 }
+        var popped: [(UInt64, UInt64)] = []
+        while !queue.isEmpty {
+            let first = queue.removeFirst()
+            popped.append((first.deadline, first.sequence))
+        }
+        #expect(popped.map(\.0) == expected.map(\.0))
+        #expect(popped.map(\.1) == expected.map(\.1))
+    }
+
+    @Test func theWakeTimeServesEveryTimerInsideTheToleranceWindowAndMakesNoneLate() {
+        let timer = LoopTimer(interval: .seconds(1)) { _ in }
+        var queue = TimerQueue()
+        queue.insert(self.entry(100, tolerance: 50, sequence: 1, timer: timer))   // may wait until 150
+        queue.insert(self.entry(120, tolerance: 10, sequence: 2, timer: timer))   // may wait until 130
+        queue.insert(self.entry(125, tolerance: 0, sequence: 3, timer: timer))    // due at 125, inside the window
+        queue.insert(self.entry(140, tolerance: 0, sequence: 4, timer: timer))    // after 130: not served
+        #expect(queue.coalescedWakeTime { _ in true } == 125)
+    }
+
+    @Test func withoutToleranceTheWakeTimeIsTheEarliestDeadline() {
+        let timer = LoopTimer(interval: .seconds(1)) { _ in }
+        var queue = TimerQueue()
+        queue.insert(self.entry(300, sequence: 1, timer: timer))
+        queue.insert(self.entry(200, sequence: 2, timer: timer))
+        #expect(queue.coalescedWakeTime { _ in true } == 200)
+    }
+
+    @Test func staleEntriesDoNotNarrowOrExtendTheWindow() {
+        let timer = LoopTimer(interval: .seconds(1)) { _ in }
+        var queue = TimerQueue()
+        queue.insert(self.entry(100, tolerance: 100, sequence: 1, timer: timer))
+        queue.insert(self.entry(110, tolerance: 0, sequence: 2, timer: timer))   // stale: ignored
+        queue.insert(self.entry(150, tolerance: 0, sequence: 3, timer: timer))
+        #expect(queue.coalescedWakeTime { $0.sequence != 2 } == 150)
+    }
+
+    @Test func compactingKeepsOnlyLiveEntriesInOrder() {
+        let timer = LoopTimer(interval: .seconds(1)) { _ in }
+        var queue = TimerQueue()
+        for sequence in 0..<200 {
+            queue.insert(self.entry(UInt64(200 - sequence), sequence: UInt64(sequence), timer: timer))
+        }
+        queue.compact { $0.sequence % 2 == 0 }
+        queue.checkInvariants()
+        #expect(queue.count == 100)
+        var last: UInt64 = 0
+        while !queue.isEmpty {
+            let first = queue.removeFirst()
+            #expect(first.sequence % 2 == 0)
+            #expect(first.deadline >= last)
+            last = first.deadline
+        }
+    }
+
+    @Test func theNextSlotSkipsMissedSlotsAndStaysOnTheGrid() {
+        let slot = LoopInstant(nanoseconds: 1_000)
+        #expect(LoopTimer.nextSlot(after: slot, interval: .nanoseconds(100), now: LoopInstant(nanoseconds: 1_050))
+                == LoopInstant(nanoseconds: 1_100))
+        #expect(LoopTimer.nextSlot(after: slot, interval: .nanoseconds(100), now: LoopInstant(nanoseconds: 1_350))
+                == LoopInstant(nanoseconds: 1_400))
+        #expect(LoopTimer.nextSlot(after: slot, interval: .nanoseconds(100), now: LoopInstant(nanoseconds: 1_400))
+                == LoopInstant(nanoseconds: 1_500))
+        #expect(LoopTimer.nextSlot(after: .distantFuture, interval: .nanoseconds(100), now: slot) == .distantFuture)
+    }
+
+    @Test func instantArithmeticClampsInsteadOfOverflowing() {
+        #expect(LoopInstant.distantFuture + .seconds(1) == .distantFuture)
+        #expect(LoopInstant(nanoseconds: 5) - .seconds(1) == LoopInstant(nanoseconds: 0))
+        #expect(LoopInstant(nanoseconds: 5) - LoopInstant(nanoseconds: 8) == .nanoseconds(-3))
+        #expect(Duration.seconds(Int64.max).clampedNanoseconds == .max)
+    }
+}
