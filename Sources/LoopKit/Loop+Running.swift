@@ -271,7 +271,13 @@ extension Loop {
     private func fireDueTimers(in items: ModeItems, now: LoopInstant) {
         let mode = items.mode
         guard let first = items.timers.first, first.deadline <= now.nanoseconds else { return }
-        var due: [TimerEntry] = []
+        // The loop's scratch buffer, taken so that a run nested in a callback gets (and allocates) its own.
+        var due = self.dueTimersScratch
+        self.dueTimersScratch = []
+        defer {
+            due.removeAll(keepingCapacity: true)
+            self.dueTimersScratch = due
+        }
         while let entry = items.timers.first, entry.deadline <= now.nanoseconds {
             items.timers.removeFirst()
             // A timer whose callback is running (this is a nested run) is queued again when its callback returns.

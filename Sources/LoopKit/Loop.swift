@@ -43,6 +43,8 @@ public final class Loop: @unchecked Sendable {
     var unrunSignalledSources: ArraySlice<LoopSource> = []
     /// The tracer recording callouts, if one is attached (weak: the tracer owns the recording, not the loop).
     weak var tracer: LoopTracer?
+    /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
+    var dueTimersScratch: [TimerEntry] = []
 
     /// A loop owned by the calling thread, reading time from `clock`.
     ///

@@ -119,35 +119,45 @@ struct TimerQueue {
         return wake
     }
 
+    // The sifts move entries through a hole instead of assigning them: an assignment of a `TimerEntry` retains its
+    // timer and releases the one it overwrites, and at a million timers each of those reference-count updates is a
+    // cache miss on a timer object somewhere in the heap. A move touches only the entries.
+
     private mutating func siftUp(_ start: Int) {
-        var child = start
-        let entry = self.entries[child]
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard TimerEntry.precedes(entry, self.entries[parent]) else { break }
-            self.entries[child] = self.entries[parent]
-            child = parent
+        self.entries.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            var child = start
+            let entry = (base + child).move()
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard TimerEntry.precedes(entry, base[parent]) else { break }
+                (base + child).moveInitialize(from: base + parent, count: 1)
+                child = parent
+            }
+            (base + child).initialize(to: entry)
         }
-        self.entries[child] = entry
     }
 
     private mutating func siftDown(_ start: Int) {
-        let count = self.entries.count
-        var parent = start
-        let entry = self.entries[parent]
-        while true {
-            let left = 2 * parent + 1
-            guard left < count else { break }
-            let right = left + 1
-            var child = left
-            if right < count, TimerEntry.precedes(self.entries[right], self.entries[left]) {
-                child = right
+        self.entries.withUnsafeMutableBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            let count = buffer.count
+            var parent = start
+            let entry = (base + parent).move()
+            while true {
+                let left = 2 * parent + 1
+                guard left < count else { break }
+                let right = left + 1
+                var child = left
+                if right < count, TimerEntry.precedes(base[right], base[left]) {
+                    child = right
+                }
+                guard TimerEntry.precedes(base[child], entry) else { break }
+                (base + parent).moveInitialize(from: base + child, count: 1)
+                parent = child
             }
-            guard TimerEntry.precedes(self.entries[child], entry) else { break }
-            self.entries[parent] = self.entries[child]
-            parent = child
+            (base + parent).initialize(to: entry)
         }
-        self.entries[parent] = entry
     }
 
     /// Checks the heap property (debug builds only).
