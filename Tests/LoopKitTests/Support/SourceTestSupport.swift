@@ -31,6 +31,7 @@ final class TestSocketPair: @unchecked Sendable {
         self.second = ends[1]
         for end in ends {
             _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)  // an exit test's child must not hold our ends open
         }
     }
 

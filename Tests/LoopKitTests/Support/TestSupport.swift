@@ -38,8 +38,12 @@ final class TestPipe: @unchecked Sendable {
         try #require(pipe(&ends) == 0)
         self.readEnd = ends[0]
         self.writeEnd = ends[1]
-        _ = fcntl(self.readEnd, F_SETFL, fcntl(self.readEnd, F_GETFL) | O_NONBLOCK)
-        _ = fcntl(self.writeEnd, F_SETFL, fcntl(self.writeEnd, F_GETFL) | O_NONBLOCK)
+        for end in [self.readEnd, self.writeEnd] {
+            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
+            // Close-on-exec: a process spawned meanwhile (an exit test's child) must not keep the pipe's ends open,
+            // or closing one end here would not give the other its hang-up or error.
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+        }
     }
 
     func write(_ text: String = "x") {
