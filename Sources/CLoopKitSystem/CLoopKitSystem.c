@@ -13,6 +13,7 @@
 
 #if defined(__linux__)
 #include <sys/prctl.h>
+#include <sys/timerfd.h>
 #include <sys/syscall.h>
 #endif
 
@@ -56,6 +57,29 @@ int cloopkit_pipe_nonblocking(int fds[2]) {
         }
     }
     return 0;
+#endif
+}
+
+int cloopkit_timerfd_create(void) {
+#if defined(__linux__)
+    return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int cloopkit_timerfd_arm(int fd, uint64_t deadline_ns) {
+#if defined(__linux__)
+    struct itimerspec value = {
+        .it_interval = {0, 0},
+        .it_value = {.tv_sec = (time_t)(deadline_ns / 1000000000ULL), .tv_nsec = (long)(deadline_ns % 1000000000ULL)},
+    };
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME, &value, NULL);
+#else
+    (void)fd; (void)deadline_ns;
+    errno = ENOSYS;
+    return -1;
 #endif
 }
 

@@ -207,6 +207,11 @@ extension Loop {
         self.poller.reset()
         self.polledSources.removeAll(keepingCapacity: true)
         self.poller.append(self.wakeup.readEnd, events: .readable)
+        let deadlineTimer = blocking ? self.deadlineTimer : nil
+        if let deadlineTimer {
+            self.poller.append(deadlineTimer.descriptor, events: .readable)
+        }
+        let firstSource = self.poller.count
         for source in items.descriptorSources where source.isValid {
             self.poller.append(source.descriptor, events: source.events)
             self.polledSources.append(source)
@@ -229,6 +234,10 @@ extension Loop {
                     }
                 }
             } else if wake == .distantFuture {
+                deadlineTimer?.set(nil)
+                readyCount = self.poller.waitForEvents(timeoutNanoseconds: -1)
+            } else if let deadlineTimer, wake > self.clock.now {
+                deadlineTimer.set(wake.nanoseconds)  // precise, and a no-op while the next timer stays the same
                 readyCount = self.poller.waitForEvents(timeoutNanoseconds: -1)
             } else {
                 let now = self.clock.now
@@ -244,12 +253,15 @@ extension Loop {
             self.shared.withLock { $0.isWakeupPending = false }  // after the drain: a later wake writes again
             readyCount -= 1
         }
+        if deadlineTimer != nil, !self.poller.events(at: 1).isEmpty {
+            readyCount -= 1  // the next timer is due: the timers' phase fires it; the next arming clears the expiry
+        }
         guard readyCount > 0 else { return [] }
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
-        for index in 1..<self.poller.count {
+        for index in firstSource..<self.poller.count {
             let events = self.poller.events(at: index)
             if !events.isEmpty {
-                ready.append((self.polledSources[index - 1], events))
+                ready.append((self.polledSources[index - firstSource], events))
             }
         }
         return ready

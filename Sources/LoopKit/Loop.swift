@@ -38,6 +38,10 @@ public final class Loop: @unchecked Sendable {
     var lastSequence: UInt64 = 0
     let poller = Poller()
     var polledSources: [LoopDescriptorSource] = []
+    /// Where the loop sleeps until its next timer (`nil`: ppoll's own timeout, less precise). Only for the system
+    /// clock: a manual clock's loop never sleeps on time.
+    lazy var deadlineTimer: DeadlineTimer? = self.manualClock == nil && self.clock is SystemLoopClock
+        ? DeadlineTimer() : nil
     /// The signalled sources that the running pass took from `shared` and has yet to run, so that a run nested in
     /// one of their callbacks runs them as CF's does, instead of leaving them for after the nested run returns.
     var unrunSignalledSources: ArraySlice<LoopSource> = []

@@ -20,6 +20,13 @@ int cloopkit_poll_ns(struct pollfd *fds, unsigned long count, int64_t timeout_ns
 /// pipe2(2) with O_NONBLOCK | O_CLOEXEC on both ends (pipe + fcntl where pipe2 does not exist).
 int cloopkit_pipe_nonblocking(int fds[2]);
 
+/// timerfd_create(2) on CLOCK_MONOTONIC with TFD_NONBLOCK | TFD_CLOEXEC; -1 with errno ENOSYS elsewhere.
+int cloopkit_timerfd_create(void);
+
+/// timerfd_settime(2) with TFD_TIMER_ABSTIME: one expiry at the CLOCK_MONOTONIC instant `deadline_ns`, or disarmed
+/// for 0. Either way the descriptor's expiry count is reset, so it stops being readable.
+int cloopkit_timerfd_arm(int fd, uint64_t deadline_ns);
+
 /// Whether the calling thread is the process's main thread.
 bool cloopkit_is_main_thread(void);
 
