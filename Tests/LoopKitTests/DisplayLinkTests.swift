@@ -326,4 +326,39 @@ struct DisplayLinkRealClockTests {
             }
         }
     }
+
+    @Test func aSlowFrameOnTheRealClockIsSkippedFramesAndAHitchAndTheNextCallbackIsOnTheGrid() throws {
+        let loop = try Loop()
+        let display = LoopDisplay.default
+        let monitor = HitchMonitor(loop: loop)
+        let seen = Recorder<(DisplayFrame, LoopInstant)>()
+        let link = LoopDisplayLink(display: display) { link, frame in
+            seen.append((frame, loop.now))
+            if seen.count == 5 {
+                // 20 ms of work at 120 Hz, measured from the frame's timestamp so a late wake-up does not shorten it.
+                while loop.now < frame.timestamp + .milliseconds(20) {}
+            }
+            if seen.count == 8 { link.invalidate() }
+        }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        let start = loop.now
+        while seen.count < 8, loop.now < start + .seconds(30) {
+            loop.run(mode: .default, before: start + .seconds(30))
+        }
+        let frames = seen.elements.map(\.0)
+        #expect(frames.count == 8)
+        let slow = frames[4]
+        let next = frames[5]
+        // 20 ms is 2.4 frames: at least the two frames inside it are skipped, never replayed.
+        #expect(next.skippedFrames >= 2)
+        #expect(next.index - slow.index == Int64(next.skippedFrames) + 1)
+        #expect(next.timestamp == display.instant(ofFrame: next.index, refreshesPerFrame: 1))
+        #expect(seen.elements[5].1 >= next.timestamp)
+        let report = monitor.report
+        #expect(report.hitches >= 1)
+        // The hitch is at least how far 20 ms of work overran the frame's 8.33 ms budget.
+        #expect(report.totalHitchTime >= (slow.timestamp + .milliseconds(20)) - slow.targetTimestamp)
+        #expect(report.skippedFrames >= 2)
+    }
 }
