@@ -92,6 +92,7 @@ extension Loop {
             sourceHandled = self.performReadyDescriptorSources(ready, in: items) || sourceHandled
         }
         self.performBlocks(in: mode)
+        self.drainWakeupIfWoken()
 
         if returnAfterSourceHandled && sourceHandled {
             return .handledSource
@@ -249,8 +250,7 @@ extension Loop {
 
         guard readyCount > 0 else { return [] }
         if !self.poller.events(at: 0).isEmpty {
-            self.wakeup.drain()
-            self.shared.withLock { $0.isWakeupPending = false }  // after the drain: a later wake writes again
+            self.isWakeupReadable = true  // drained at the end of the pass, after the work that woke the loop ran
             readyCount -= 1
         }
         if deadlineTimer != nil, !self.poller.events(at: 1).isEmpty {
@@ -265,6 +265,19 @@ extension Loop {
             }
         }
         return ready
+    }
+
+    /// Empties the wake-up pipe if the last wait found it readable, and lets the next wake-up write again.
+    ///
+    /// This waits until the end of the pass so that the work a wake-up announced (a block, a signal) runs one
+    /// system call sooner. It is safe: whatever is queued while the byte is still in the pipe writes nothing, and the
+    /// next pass drains blocks and signalled sources before it sleeps. A run nested in a callback finds the byte,
+    /// does not sleep, and drains it itself.
+    private func drainWakeupIfWoken() {
+        guard self.isWakeupReadable else { return }
+        self.isWakeupReadable = false
+        self.wakeup.drain()
+        self.shared.withLock { $0.isWakeupPending = false }  // after the drain: a later wake-up writes again
     }
 
     /// The instant to wake for the mode's timers (coalesced within their tolerances), or `nil` without timers.

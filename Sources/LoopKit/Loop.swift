@@ -37,6 +37,8 @@ public final class Loop: @unchecked Sendable {
     var runningModes: [LoopMode] = []
     var lastSequence: UInt64 = 0
     let poller = Poller()
+    /// The last wait found the wake-up pipe readable; it is drained at the end of the pass.
+    var isWakeupReadable = false
     var polledSources: [LoopDescriptorSource] = []
     /// Where the loop sleeps until its next timer (`nil`: ppoll's own timeout, less precise). Only for the system
     /// clock: a manual clock's loop never sleeps on time.
