@@ -118,16 +118,18 @@ int cloopkit_set_timer_slack(unsigned long nanoseconds) {
 
 #define CLOOPKIT_MAX_SIGNAL 65
 
+// Per signal: the write end of the pipe to notify, plus one (0: no LoopKit handler), so that the zero-initialized
+// table needs no setup and two first installs cannot race on it; the delivery count; the disposition replaced.
 static _Atomic int cloopkit_signal_fds[CLOOPKIT_MAX_SIGNAL];
 static _Atomic uint64_t cloopkit_signal_counts[CLOOPKIT_MAX_SIGNAL];
-static atomic_flag cloopkit_signal_init = ATOMIC_FLAG_INIT;
+static struct sigaction cloopkit_signal_previous[CLOOPKIT_MAX_SIGNAL];
 
 static void cloopkit_signal_handler(int signo) {
     int saved = errno;  // the interrupted code may be about to read errno
     if (signo > 0 && signo < CLOOPKIT_MAX_SIGNAL) {
         atomic_fetch_add(&cloopkit_signal_counts[signo], 1);
-        int fd = atomic_load(&cloopkit_signal_fds[signo]);
-        if (fd > 0) {
+        int fd = atomic_load(&cloopkit_signal_fds[signo]) - 1;
+        if (fd >= 0) {
             char byte = 1;
             (void)write(fd, &byte, 1);  // non-blocking: a full pipe already wakes the loop
         }
@@ -136,17 +138,12 @@ static void cloopkit_signal_handler(int signo) {
 }
 
 int cloopkit_signal_install(int signo, int write_fd) {
-    if (!atomic_flag_test_and_set(&cloopkit_signal_init)) {
-        for (int i = 0; i < CLOOPKIT_MAX_SIGNAL; i++) {
-            atomic_store(&cloopkit_signal_fds[i], -1);
-        }
-    }
-    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || signo == SIGKILL || signo == SIGSTOP) {
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || signo == SIGKILL || signo == SIGSTOP || write_fd < 0) {
         errno = EINVAL;
         return -1;
     }
-    int expected = -1;
-    if (!atomic_compare_exchange_strong(&cloopkit_signal_fds[signo], &expected, write_fd)) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&cloopkit_signal_fds[signo], &expected, write_fd + 1)) {
         errno = EBUSY;
         return -1;
     }
@@ -155,9 +152,9 @@ int cloopkit_signal_install(int signo, int write_fd) {
     action.sa_handler = cloopkit_signal_handler;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
-    if (sigaction(signo, &action, NULL) != 0) {
+    if (sigaction(signo, &action, &cloopkit_signal_previous[signo]) != 0) {
         int saved = errno;
-        atomic_store(&cloopkit_signal_fds[signo], -1);
+        atomic_store(&cloopkit_signal_fds[signo], 0);
         errno = saved;
         return -1;
     }
@@ -165,15 +162,11 @@ int cloopkit_signal_install(int signo, int write_fd) {
 }
 
 void cloopkit_signal_uninstall(int signo) {
-    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL) {
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || atomic_load(&cloopkit_signal_fds[signo]) == 0) {
         return;
     }
-    struct sigaction action;
-    action.sa_handler = SIG_DFL;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = 0;
-    (void)sigaction(signo, &action, NULL);
-    atomic_store(&cloopkit_signal_fds[signo], -1);
+    (void)sigaction(signo, &cloopkit_signal_previous[signo], NULL);  // what was there before, e.g. SIG_IGN
+    atomic_store(&cloopkit_signal_fds[signo], 0);
 }
 
 uint64_t cloopkit_signal_take(int signo) {

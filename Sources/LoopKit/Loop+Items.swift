@@ -100,6 +100,7 @@ extension Loop {
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) {
         precondition(link.isValid,
                      "Loop.add(_:forMode:): the LoopDisplayLink was invalidated; an invalid item cannot be added")
+        self.bind(link.timer, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)")
         link.timer.resolveFireDate(now: self.now)
         self.addItem(link.timer, to: mode, call: "Loop.add(_:forMode:)")
     }
@@ -129,10 +130,10 @@ extension Loop {
     /// - Precondition: `mode` is not `.common`.
     public func addCommonMode(_ mode: LoopMode) {
         precondition(mode != .common, "Loop.addCommonMode(_:): `common` cannot be a member of itself")
-        self.onLoopThread {
-            guard self.commonModeSet.insert(mode).inserted else { return }
-            for item in self.commonItems.values.sorted(by: { $0.sequence < $1.sequence }) {
-                self.attach(item, toRealMode: mode)
+        self.onLoopThread { loop in
+            guard loop.commonModeSet.insert(mode).inserted else { return }
+            for item in loop.commonItems.values.sorted(by: { $0.sequence < $1.sequence }) {
+                loop.attach(item, toRealMode: mode)
             }
         }
     }
@@ -165,17 +166,17 @@ extension Loop {
     /// Any thread.
     func addItem<Item: LoopItem & Sendable>(_ item: Item, to mode: LoopMode, call: StaticString) {
         precondition(item.isValid, "\(call): the \(Item.kind) was invalidated; an invalid item cannot be added")
-        item.link.bind(to: self, kind: Item.kind, call: call)
-        self.onLoopThread {
-            self.attach(item, to: mode)
+        self.bind(item, kind: Item.kind, call: call)
+        self.onLoopThread { loop in
+            loop.attach(item, to: mode)
         }
     }
 
     /// Any thread.
     func removeItem<Item: LoopItem & Sendable>(_ item: Item, from mode: LoopMode) {
         guard item.link.loop === self else { return }
-        self.onLoopThread {
-            self.detach(item, from: mode)
+        self.onLoopThread { loop in
+            loop.detach(item, from: mode)
         }
     }
 
@@ -226,26 +227,42 @@ extension Loop {
 
     /// Removes an invalidated item from every mode. Any thread.
     func detachEverywhere<Item: LoopItem & Sendable>(_ item: Item) {
-        self.onLoopThread {
-            self.commonItems[ObjectIdentifier(item)] = nil
+        self.onLoopThread { loop in
+            loop.commonItems[ObjectIdentifier(item)] = nil
             for mode in item.modes.count == 1 ? Array(item.modes) : item.modes.sorted(by: { $0.name < $1.name }) {
-                self.detach(item, fromRealMode: mode)
+                loop.detach(item, fromRealMode: mode)
             }
         }
     }
 
     /// Queues fresh entries for `timer`'s current fire date in each of its modes. Any thread.
     func rescheduleTimer(_ timer: LoopTimer) {
-        self.onLoopThread {
-            self.requeue(timer)
+        self.onLoopThread { loop in
+            loop.requeue(timer)
         }
     }
 
+    /// Queues the timer's next fire in each of its modes; the entries it had become stale, and a queue that is
+    /// mostly stale entries is rebuilt (so re-arming a timer, or firing one in a mode that is not running, cannot
+    /// grow a queue without bound).
     func requeue(_ timer: LoopTimer) {
         timer.generation &+= 1
         guard let entry = timer.makeEntry() else { return }
         for mode in timer.modes {
-            self.modeItems(for: mode).timers.insert(entry)
+            let items = self.modeItems(for: mode)
+            items.timers.insert(entry)
+            self.compactIfMostlyStale(items)
+        }
+    }
+
+    /// Ties `item` to this loop. An item whose previous loop is gone starts afresh: the modes it remembers were that
+    /// loop's. Any thread.
+    func bind<Item: LoopItem & Sendable>(_ item: Item, kind: String, call: StaticString) {
+        guard item.link.bind(to: self, kind: kind, call: call) else { return }
+        self.onLoopThread { _ in
+            if !item.modes.isEmpty {
+                item.modes = []  // left over from a loop that no longer exists
+            }
         }
     }
 

@@ -23,7 +23,9 @@ extension Loop {
 
     private func enqueue(_ block: QueuedBlock) {
         let mustWrite = self.shared.withLock { state -> Bool in
-            precondition(!state.hasEnded, "Loop.perform: the loop's LoopThread has ended; the block would never run")
+            precondition(!state.hasEnded,
+                         "Loop.perform: the loop's thread has ended (its LoopThread finished or the thread exited); "
+                            + "the block would never run")
             state.blocks.append(block)
             return state.requestWakeup()
         }

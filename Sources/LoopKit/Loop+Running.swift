@@ -31,7 +31,12 @@ extension Loop {
         self.runningModes.append(mode)
         self.shared.withLock { $0.runDepth += 1 }
         defer {
-            self.shared.withLock { $0.runDepth -= 1 }
+            self.shared.withLock { state in
+                state.runDepth -= 1
+                if state.runDepth == 0 {
+                    state.isStopRequested = false  // a stop that lost to another result is spent with the last run
+                }
+            }
             self.runningModes.removeLast()
         }
 
@@ -72,9 +77,7 @@ extension Loop {
         self.notifyObservers(.beforeSources, in: items)
         self.performBlocks(in: mode)
         var sourceHandled = self.performSignalledSources(in: items)
-        if sourceHandled {
-            self.performBlocks(in: mode)
-        }
+        self.performBlocks(in: mode)  // again, whether or not a source ran (DESIGN §2, step 3)
 
         let ready: [(LoopDescriptorSource, DescriptorEvents)]
         if !sourceHandled && self.clock.now < deadline {
@@ -205,6 +208,7 @@ extension Loop {
         until deadline: LoopInstant,
         blocking: Bool
     ) -> [(LoopDescriptorSource, DescriptorEvents)] {
+        self.pollGeneration &+= 1
         self.poller.reset()
         self.polledSources.removeAll(keepingCapacity: true)
         self.poller.append(self.wakeup.readEnd, events: .readable)
@@ -220,31 +224,15 @@ extension Loop {
 
         var readyCount: Int
         if !blocking {
-            readyCount = self.poller.waitForEvents(timeoutNanoseconds: 0)
+            repeat {
+                readyCount = self.poller.waitForEvents(timeoutNanoseconds: 0)
+            } while readyCount < 0
         } else {
             let wake = min(self.nextTimerWake(in: items) ?? .distantFuture, deadline)
             self.waiting.store(true, ordering: .releasing)
-            if let manualClock = self.manualClock {
-                // Virtual time: look; if nothing is ready, "sleep" by moving the clock to the wake-up instant.
-                readyCount = self.poller.waitForEvents(timeoutNanoseconds: 0)
-                if readyCount == 0 {
-                    if wake == .distantFuture {
-                        readyCount = self.poller.waitForEvents(timeoutNanoseconds: -1)
-                    } else {
-                        manualClock.advance(to: wake)
-                    }
-                }
-            } else if wake == .distantFuture {
-                deadlineTimer?.set(nil)
-                readyCount = self.poller.waitForEvents(timeoutNanoseconds: -1)
-            } else if let deadlineTimer, wake > self.clock.now {
-                deadlineTimer.set(wake.nanoseconds)  // precise, and a no-op while the next timer stays the same
-                readyCount = self.poller.waitForEvents(timeoutNanoseconds: -1)
-            } else {
-                let now = self.clock.now
-                let timeout = wake > now ? Int64(clamping: wake.nanoseconds - now.nanoseconds) : 0
-                readyCount = self.poller.waitForEvents(timeoutNanoseconds: timeout)
-            }
+            repeat {  // a signal interrupts the wait (EINTR); it is not a wake-up, so wait again for what is left
+                readyCount = self.sleep(until: wake)
+            } while readyCount < 0
             self.waiting.store(false, ordering: .releasing)
         }
 
@@ -278,6 +266,33 @@ extension Loop {
         self.isWakeupReadable = false
         self.wakeup.drain()
         self.shared.withLock { $0.isWakeupPending = false }  // after the drain: a later wake-up writes again
+    }
+
+    /// One wait until `wake`: on the timerfd, on ppoll's own timeout, or, on a manual clock, by advancing the clock.
+    ///
+    /// - Returns: The number of ready descriptors, or -1 when a signal interrupted the wait.
+    private func sleep(until wake: LoopInstant) -> Int {
+        if let manualClock = self.manualClock {
+            // Virtual time: look; if nothing is ready, "sleep" by moving the clock to the wake-up instant.
+            let ready = self.poller.waitForEvents(timeoutNanoseconds: 0)
+            guard ready == 0 else { return ready }
+            if wake == .distantFuture {
+                return self.poller.waitForEvents(timeoutNanoseconds: -1)
+            }
+            manualClock.advance(to: wake)
+            return 0
+        }
+        if wake == .distantFuture {
+            self.deadlineTimer?.set(nil)
+            return self.poller.waitForEvents(timeoutNanoseconds: -1)
+        }
+        let now = self.clock.now
+        if let deadlineTimer = self.deadlineTimer, wake > now {
+            deadlineTimer.set(wake.nanoseconds)  // precise, and a no-op while the next timer stays the same
+            return self.poller.waitForEvents(timeoutNanoseconds: -1)
+        }
+        let timeout = wake > now ? Int64(clamping: wake.nanoseconds - now.nanoseconds) : 0
+        return self.poller.waitForEvents(timeoutNanoseconds: timeout)
     }
 
     /// The instant to wake for the mode's timers (coalesced within their tolerances), or `nil` without timers.
@@ -339,7 +354,11 @@ extension Loop {
         in items: ModeItems
     ) -> Bool {
         var handled = false
+        let poll = self.pollGeneration
         for (source, polled) in ready where source.isValid && source.modes.contains(items.mode) {
+            // A run nested in an earlier handler polled again and served what was ready; what this pass saw is stale
+            // now. Level-triggered, so anything still ready is reported on the next pass.
+            guard self.pollGeneration == poll else { break }
             let events = polled.intersection(source.events.union([.error, .hangUp, .invalid]))
             guard !events.isEmpty else { continue }
             self.callOut(.descriptor(source.descriptor)) { source.handle(events) }

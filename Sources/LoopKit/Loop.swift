@@ -39,6 +39,8 @@ public final class Loop: @unchecked Sendable {
     let poller = Poller()
     /// The last wait found the wake-up pipe readable; it is drained at the end of the pass.
     var isWakeupReadable = false
+    /// Counts waits, so that a pass can tell that a run nested in a callback polled since it did.
+    var pollGeneration: UInt64 = 0
     var polledSources: [LoopDescriptorSource] = []
     /// Where the loop sleeps until its next timer (`nil`: ppoll's own timeout, less precise). Only for the system
     /// clock: a manual clock's loop never sleeps on time.
@@ -85,15 +87,62 @@ public final class Loop: @unchecked Sendable {
     /// On the main thread this is `Loop.main`.
     @available(*, noasync, message: "a task may resume on another thread; use a LoopThread or Loop.main")
     public static var current: Loop {
-        if let loop = ThreadLocal.threadObject as? Loop {
-            return loop
+        if let holder = ThreadLocal.threadObject as? ThreadLoopHolder {
+            return holder.loop
         }
         let loop = ThreadLocal.isMainThread ? Loop.main : makeOrTrap(owner: .thread(token: ThreadLocal.currentToken))
-        ThreadLocal.setThreadObject(loop)
+        ThreadLocal.setThreadObject(ThreadLoopHolder(loop))
         return loop
     }
 
     private static let mainThreadToken = Atomic<UInt64>(0)
+
+    deinit {
+        // Items may outlive their loop and join another: forget this loop's modes (no callbacks from a deinit).
+        for (item, _) in self.scheduledItems() {
+            if let timer = item as? LoopTimer {
+                timer.forgetModes()
+            } else {
+                item.modes = []
+            }
+        }
+    }
+
+    /// The thread that owns this loop has exited: remove every item from every mode (calling the sources' cancel
+    /// callbacks, as CF does when a thread's run loop is finalized), drop the work that can never run, and refuse
+    /// new work. Breaks the cycles through callbacks that capture the loop, so the loop is freed. Called on the
+    /// exiting thread.
+    func threadDidExit() {
+        self.shared.withLock { state in
+            state.hasEnded = true
+            state.blocks = []
+            state.controlMessages = []
+            state.signalledSources = []
+        }
+        self.tracer = nil
+        self.commonItems = [:]
+        for (item, mode) in self.scheduledItems() {
+            self.detach(item, fromRealMode: mode)
+        }
+    }
+
+    /// Every item in every mode, with the mode, in a stable order. Loop thread (or deinit).
+    func scheduledItems() -> [(any LoopItem, LoopMode)] {
+        var result: [(any LoopItem, LoopMode)] = []
+        for mode in self.modeItemsByMode.keys.sorted(by: { $0.name < $1.name }) {
+            guard let items = self.modeItemsByMode[mode] else { continue }
+            for source in items.sources { result.append((source, mode)) }
+            for source in items.descriptorSources { result.append((source, mode)) }
+            for observer in items.observers { result.append((observer, mode)) }
+            var seen = Set<ObjectIdentifier>()
+            for entry in items.timers.entries where entry.timer.modes.contains(mode) {
+                if seen.insert(ObjectIdentifier(entry.timer)).inserted {
+                    result.append((entry.timer, mode))
+                }
+            }
+        }
+        return result
+    }
 
     /// Whether the calling thread is this loop's thread. Any thread; never a false positive.
     public var isCurrent: Bool {
@@ -166,13 +215,16 @@ public final class Loop: @unchecked Sendable {
         self.shared.withLock { $0.isShutDown }
     }
 
-    /// Runs `body` now if called on the loop's thread, else at the loop's next pass (waking it).
-    func onLoopThread(_ body: @escaping @Sendable () -> Void) {
+    /// Runs `body` with the loop now if called on the loop's thread, else at the loop's next pass (waking it).
+    ///
+    /// Once the loop has ended (its thread exited, or its `LoopThread` finished), item changes are moot and dropped.
+    func onLoopThread(_ body: @escaping @Sendable (Loop) -> Void) {
         if self.isCurrent {
-            body()
+            body(self)
             return
         }
         let mustWrite = self.shared.withLock { state -> Bool in
+            guard !state.hasEnded else { return false }
             state.controlMessages.append(body)
             return state.requestWakeup()
         }
@@ -183,13 +235,28 @@ public final class Loop: @unchecked Sendable {
 
     /// Applies the item changes that other threads queued. Loop thread.
     func applyControlMessages() {
-        let messages = self.shared.withLock { state -> [@Sendable () -> Void] in
+        let messages = self.shared.withLock { state -> [@Sendable (Loop) -> Void] in
             guard !state.controlMessages.isEmpty else { return [] }
             defer { state.controlMessages = [] }
             return state.controlMessages
         }
         for message in messages {
-            message()
+            message(self)
+        }
+    }
+}
+
+/// What a thread's slot holds for `Loop.current`: released when the thread exits, which tears the loop down.
+final class ThreadLoopHolder {
+    let loop: Loop
+
+    init(_ loop: Loop) {
+        self.loop = loop
+    }
+
+    deinit {
+        if self.loop !== Loop.main {
+            self.loop.threadDidExit()
         }
     }
 }

@@ -76,8 +76,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.refreshesPerFrame = refreshesPerFrame
         self.rate = Double(display.maximumRate) / Double(refreshesPerFrame)
         self.callback = callback
-        // The timer must exist before `self` does, so it reaches the link through a box filled in below. The box
-        // keeps the link alive until it is invalidated, as a run loop retains a CADisplayLink.
+        // The timer must exist before `self` does, so it reaches the link through a box filled in below.
         let owner = DisplayLinkOwner()
         self.timer = LoopTimer(
             grid: { [display] slot, now in
@@ -89,6 +88,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
         }
         self.owner = owner
         owner.link = self
+        self.timer.servedObject = self
     }
 
     /// One frame at the link's rate.
@@ -123,11 +123,10 @@ public final class LoopDisplayLink: @unchecked Sendable {
 
     /// Stops the link for good, removes it from every mode and lets it go. Any thread, its own callback included.
     ///
-    /// Until then, the link is kept alive by its timer (as a run loop retains a CADisplayLink), so a link added to
-    /// a loop keeps ticking even when the caller keeps no reference to it.
+    /// While it is in a mode, the link is kept alive by its loop (as a run loop retains a CADisplayLink), so a link
+    /// added to a loop keeps ticking even when the caller keeps no reference to it.
     public func invalidate() {
         self.timer.invalidate()
-        self.owner.link = nil
     }
 
     /// Tells `monitor` about every frame (used by `HitchMonitor.attach(to:)`). Any thread.
@@ -156,12 +155,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
     }
 }
 
-/// Lets a display link's timer reach the link, keeping it alive until it is invalidated.
-private final class DisplayLinkOwner: Sendable {
-    private let held = Mutex<LoopDisplayLink?>(nil)
-
-    var link: LoopDisplayLink? {
-        get { self.held.withLock { $0 } }
-        set { self.held.withLock { $0 = newValue } }
-    }
+/// Lets a display link's timer reach the link without keeping it alive (the timer retains it while scheduled).
+private final class DisplayLinkOwner: @unchecked Sendable {  // @unchecked: set once in the link's init, then read
+    weak var link: LoopDisplayLink?
 }

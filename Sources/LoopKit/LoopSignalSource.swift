@@ -8,7 +8,8 @@ import Synchronization
 /// count says how many (the kernel itself merges a standard signal sent again while still pending). The handler is
 /// installed before `init` returns, so a signal raised right after is counted.
 ///
-/// One source per signal at a time. `cancel()` is safe from any thread; it gives the signal its default action back.
+/// One source per signal at a time. `cancel()` is safe from any thread; it gives the signal back the disposition it
+/// had before (its default action, or `SIG_IGN` under nohup, or another handler).
 // @unchecked Sendable: every stored property is immutable; `pipe` and `source` are themselves thread-safe.
 public final class LoopSignalSource: @unchecked Sendable {
     /// The signal number.
@@ -52,8 +53,8 @@ public final class LoopSignalSource: @unchecked Sendable {
         self.cancel()
     }
 
-    /// Stops delivering: the handler is not called again, and the signal gets its default action back. Any thread;
-    /// twice does nothing.
+    /// Stops delivering: the handler is not called again, and the signal gets back the disposition it had before.
+    /// Any thread; twice does nothing.
     public func cancel() {
         guard self.source.isValid else { return }
         ProcessSignals.uninstall(self.signal)

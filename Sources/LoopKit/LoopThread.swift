@@ -7,7 +7,8 @@ import Synchronization
 /// sleeps instead of returning `finished` on an empty mode (and never spins). A plain `loop.stop()` ends only the
 /// current run call; the thread then runs the loop again. `shutdown()` is sticky: called before the thread's loop
 /// starts running, or between two of its runs, it still ends the thread. After the loop's last run, the blocks
-/// already queued for the default mode run; `perform` after that is a precondition failure, never a silent loss.
+/// already queued run, whatever their modes (up to `finalDrainRounds` rounds of blocks queueing blocks); `perform`
+/// after that is a precondition failure, never a silent loss.
 ///
 /// The thread's timer slack is lowered to 1 µs (on Linux), so its timers and display links fire close to their dates.
 /// Dropping the last reference to a `LoopThread` shuts it down and joins it. Every member is safe from any thread,
@@ -43,12 +44,22 @@ public final class LoopThread: Sendable {
         repeat {
             loop.run(mode: .default, before: .distantFuture)
         } while !loop.isShutDown
-        // Blocks queued before the end still run; later ones are refused by `perform`.
-        repeat {
+        // Blocks queued before the end still run, whatever modes they were queued for (an executor's jobs too). A few
+        // rounds let them queue follow-ups; then the loop ends, and `perform` refuses new blocks with a message.
+        var round = 0
+        while true {
+            round += 1
             loop.applyControlMessages()
-            loop.performBlocks(in: .default)
-        } while !loop.endIfNoBlocks()
+            let (blocks, ended) = loop.takeRemainingBlocks(final: round == LoopThread.finalDrainRounds)
+            for block in blocks {
+                block.body()
+            }
+            if ended { break }
+        }
     }
+
+    /// How many times the ending thread runs the blocks queued so far (libuv bounds such loops too).
+    static let finalDrainRounds = 8
 
     /// Queues `block` on the thread's loop in the default mode. Any thread.
     ///
@@ -90,17 +101,17 @@ public final class LoopThread: Sendable {
 }
 
 extension Loop {
-    /// Marks the loop as ended unless blocks are still queued for the default mode. Loop thread.
-    ///
-    /// - Returns: Whether the loop has ended.
-    func endIfNoBlocks() -> Bool {
-        let commonModes = self.commonModeSet
-        return self.shared.withLock { state in
-            guard !state.blocks.contains(where: { $0.modes.admit(.default, commonModes: commonModes) }) else {
-                return false
+    /// Takes every queued block, in any mode; when there are none, or this is the `final` round, the loop ends with
+    /// them (so a block queued from now on is refused rather than lost). Loop thread.
+    func takeRemainingBlocks(final: Bool) -> (blocks: [QueuedBlock], ended: Bool) {
+        self.shared.withLock { state in
+            let blocks = state.blocks
+            state.blocks = []
+            if blocks.isEmpty || final {
+                state.hasEnded = true
+                return (blocks, true)
             }
-            state.hasEnded = true
-            return true
+            return (blocks, false)
         }
     }
 }

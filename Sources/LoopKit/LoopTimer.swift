@@ -37,7 +37,12 @@ public final class LoopTimer: @unchecked Sendable {
     private let grid: (@Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant)?
     let link = LoopLink()
 
+    /// The object this timer works for (a display link), kept alive while the timer is in a mode, as a run loop
+    /// retains a scheduled CADisplayLink; weak otherwise, so an unscheduled link is freed.
+    weak var servedObject: AnyObject?
+
     // MARK: Loop thread only
+    private var retainedServedObject: AnyObject?
     var modes: Set<LoopMode> = []
     var sequence: UInt64 = 0
     var generation: UInt64 = 0
@@ -173,6 +178,12 @@ public final class LoopTimer: @unchecked Sendable {
 
     // MARK: Used by the loop (loop thread)
 
+    /// Forgets the modes of a loop that is going away, without callbacks. Loop thread, or the loop's deinit.
+    func forgetModes() {
+        self.modes = []
+        self.retainedServedObject = nil
+    }
+
     /// Fixes a relative first fire date against `now`, on the first addition to a loop (any thread).
     func resolveFireDate(now: LoopInstant) {
         self.schedule.withLock { schedule in
@@ -204,6 +215,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.isFiring = true
         self.callback(self)
         self.isFiring = false
+        let now = clock.now  // read before the lock: a clock is user code
         return self.schedule.withLock { schedule in
             guard schedule.isValid else { return false }
             if schedule.fireDateVersion != versionBefore { return true }
@@ -211,7 +223,6 @@ public final class LoopTimer: @unchecked Sendable {
                 schedule.isValid = false
                 return false
             }
-            let now = clock.now
             schedule.fireDate = self.grid?(slot, now)
                 ?? LoopTimer.nextSlot(after: slot, interval: self.interval, now: now)
             return true
@@ -236,6 +247,7 @@ extension LoopTimer: LoopItem {
 
     func attach(to items: ModeItems, loop: Loop) {
         self.resolveFireDate(now: loop.now)  // normally done by `Loop.add` already, on the calling thread
+        self.retainedServedObject = self.servedObject
         items.timerCount += 1
         if let entry = self.makeEntry() {
             items.timers.insert(entry)
@@ -243,6 +255,9 @@ extension LoopTimer: LoopItem {
     }
 
     func detach(from items: ModeItems, loop: Loop) {
+        if self.modes.isEmpty {
+            self.retainedServedObject = nil
+        }
         items.timerCount -= 1
         loop.compactIfMostlyStale(items)
     }

@@ -66,7 +66,7 @@ public final class LoopTracer: Sendable {
             loop.add(first, forMode: mode)
             loop.add(last, forMode: mode)
         }
-        loop.onLoopThread { [weak self] in
+        loop.onLoopThread { [weak self] loop in
             loop.tracer = self
         }
     }
@@ -81,9 +81,8 @@ public final class LoopTracer: Sendable {
         for observer in self.observers {
             observer.invalidate()
         }
-        let loop = self.loop
         let identity = ObjectIdentifier(self)
-        loop.onLoopThread {
+        self.loop.onLoopThread { loop in
             if let tracer = loop.tracer, ObjectIdentifier(tracer) == identity {
                 loop.tracer = nil
             }

@@ -151,7 +151,7 @@ struct LoopBlockTests {
         }
         loop.perform(again)
         #expect(loop.run(mode: .default, before: clock.now) == .timedOut)
-        #expect(count.count == 2)  // a pass that handled no source has two drain points: after beforeSources, at its end
+        #expect(count.count == 3)  // a pass has three drain points: after beforeSources, after the sources, at its end
     }
 
     @Test func aBlockForAnotherModeKeepsItsPlaceInTheQueue() throws {

@@ -118,8 +118,9 @@ struct LoopPassTests {
         loop.add(source, forMode: .default)
         source.signal()
         #expect(loop.run(mode: .default, before: clock.now, returnAfterSourceHandled: true) == .handledSource)
-        // The stop that lost is kept, and ends the next run.
-        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        // The stop that lost is spent with that run: a later run is not stopped by it.
+        loop.add(LoopTimer(interval: .milliseconds(5)) { _ in }, forMode: .default)
+        #expect(loop.run(mode: .default, before: clock.now + .milliseconds(10)) == .timedOut)
     }
 
     @Test func timedOutWinsOverStopped() throws {

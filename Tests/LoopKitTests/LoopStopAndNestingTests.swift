@@ -303,7 +303,7 @@ struct LoopThreadingTests {
             thread.shutdownAndJoin()
             thread.perform {}
         }
-        #expect(result?.standardErrorText.contains("the loop's LoopThread has ended") == true)
+        #expect(result?.standardErrorText.contains("the loop's thread has ended") == true)
     }
 }
 

@@ -38,7 +38,7 @@ void cloopkit_set_thread_name(const char *name);
 /// `EBUSY` when the signal already has a LoopKit handler).
 int cloopkit_signal_install(int signo, int write_fd);
 
-/// Gives `signo` its default action back and forgets its descriptor (sigaction(2) with `SIG_DFL`).
+/// Gives `signo` back the disposition it had before `cloopkit_signal_install` and forgets its descriptor.
 void cloopkit_signal_uninstall(int signo);
 
 /// The deliveries of `signo` counted since the last call.

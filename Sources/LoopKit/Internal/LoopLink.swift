@@ -17,14 +17,17 @@ final class LoopLink: Sendable {
 
     /// Ties the item to `loop`.
     ///
+    /// - Returns: Whether this is a new tie (the item had no loop, or its loop is gone).
     /// - Precondition: The item does not belong to another live loop.
-    func bind(to loop: Loop, kind: String, call: StaticString) {
+    @discardableResult
+    func bind(to loop: Loop, kind: String, call: StaticString) -> Bool {
         self.target.withLock { target in
             if let current = target.loop {
                 precondition(current === loop, "\(call): this \(kind) already belongs to another loop")
-            } else {
-                target.loop = loop
+                return false
             }
+            target.loop = loop
+            return true
         }
     }
 }

@@ -30,7 +30,8 @@ struct SharedState {
     /// Blocks from `perform`, in FIFO order.
     var blocks: [QueuedBlock] = []
     /// Item changes made off the loop's thread, applied by the loop at its next pass.
-    var controlMessages: [@Sendable () -> Void] = []
+    /// They receive the loop instead of capturing it, so that a queued message never keeps its loop alive.
+    var controlMessages: [@Sendable (Loop) -> Void] = []
     /// Sources signalled since the loop last looked, first signalled first.
     var signalledSources: [LoopSource] = []
     /// How many `run` calls are on the loop thread's stack.

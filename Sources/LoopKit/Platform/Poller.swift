@@ -39,9 +39,10 @@ final class Poller: @unchecked Sendable {
     /// Sleeps until a descriptor is ready or `timeoutNanoseconds` pass; a negative timeout waits for a descriptor.
     ///
     /// Wraps ppoll(2) on Linux (nanosecond timeout) and poll(2) elsewhere (timeout rounded up to a millisecond, so
-    /// never early). An interrupted wait (`EINTR`) returns 0, and the loop simply makes another pass.
+    /// never early).
     ///
-    /// - Returns: The number of descriptors with events.
+    /// - Returns: The number of descriptors with events, or -1 when a signal interrupted the wait (`EINTR`): the
+    ///   caller waits again with what is left of its timeout.
     @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
     func waitForEvents(timeoutNanoseconds: Int64) -> Int {
         let count = UInt(self.descriptors.count)
@@ -55,7 +56,9 @@ final class Poller: @unchecked Sendable {
         if result >= 0 { return Int(result) }
         let code = currentErrno
         switch code {
-        case EINTR, EAGAIN:
+        case EINTR:
+            return -1
+        case EAGAIN:
             return 0
         default:
             preconditionFailure("LoopKit bug: ppoll failed with errno \(code)")

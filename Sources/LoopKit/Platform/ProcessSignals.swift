@@ -17,7 +17,7 @@ enum ProcessSignals {
         }
     }
 
-    /// Gives `number` its default action back (sigaction(2) with `SIG_DFL`).
+    /// Gives `number` back the disposition it had before `install` (sigaction(2)), e.g. `SIG_IGN` under nohup.
     static func uninstall(_ number: CInt) {
         cloopkit_signal_uninstall(number)
     }
