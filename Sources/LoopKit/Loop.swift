@@ -124,6 +124,10 @@ public final class Loop: @unchecked Sendable {
         for (item, mode) in self.scheduledItems() {
             self.detach(item, fromRealMode: mode)
         }
+        // The queues still hold (stale) entries and the last pass's sources: let them go too.
+        self.modeItemsByMode = [:]
+        self.polledSources = []
+        self.unrunSignalledSources = []
     }
 
     /// Every item in every mode, with the mode, in a stable order. Loop thread (or deinit).

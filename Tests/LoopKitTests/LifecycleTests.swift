@@ -1,0 +1,341 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+import Testing
+@testable import LoopKit
+
+/// Items and loops come and go: queues stay bounded, loops and links are freed, items can move to a new loop.
+@Suite("Lifecycles of loops and items", .serialized, .timeLimit(.minutes(1)))
+struct LifecycleTests {
+    @Test func aCommonModeTimerDoesNotPileUpEntriesInTheCommonModesThatAreNotRunning() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        var fires = 0
+        loop.add(LoopTimer(interval: .milliseconds(1), repeats: true) { _ in fires += 1 }, forMode: .common)
+        loop.run(mode: .default, before: clock.now + .seconds(10))
+        #expect(fires == 10_000)
+        #expect(loop.modeItems(for: .tracking).timers.count < 200)
+    }
+
+    @Test func aCommonModeDisplayLinkDoesNotPileUpEntriesInTracking() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let link = LoopDisplayLink(display: .default) { _, _ in }
+        loop.add(link, forMode: .common)
+        loop.run(mode: .default, before: clock.now + .seconds(60))
+        #expect(loop.modeItems(for: .tracking).timers.count < 200)
+        link.invalidate()
+    }
+
+    @Test func reArmingATimerAgainAndAgainKeepsItsQueueBounded() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let idle = LoopTimer(interval: .seconds(3600)) { _ in }
+        loop.add(idle, forMode: .default)
+        for _ in 0..<20_000 {
+            idle.setNextFireDate(clock.now + .seconds(3600))  // "activity seen: push the timeout back"
+            loop.run(mode: .default, before: clock.now)
+        }
+        #expect(loop.modeItems(for: .default).timers.count < 200)
+    }
+
+    @Test func aTimerWhoseLoopWentAwayFiresInTheNextLoopItJoins() throws {
+        let clock = ManualLoopClock()
+        var fired = 0
+        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired += 1 }
+        weak var firstLoop: Loop?
+        do {
+            let first = try Loop(clock: clock)
+            first.add(timer, forMode: .default)
+            firstLoop = first
+        }
+        #expect(firstLoop == nil)
+        let second = try Loop(clock: clock)
+        second.add(timer, forMode: .default)
+        #expect(second.contains(timer, inMode: .default))
+        #expect(second.run(mode: .default, before: clock.now + .seconds(1)) == .finished)
+        #expect(fired == 1)
+    }
+
+    @Test func aSourceWhoseLoopWentAwayIsScheduledAndRunsInTheNextLoop() throws {
+        var ran = 0
+        var scheduled: [LoopMode] = []
+        let source = LoopSource(schedule: { _, mode in scheduled.append(mode) }, perform: { _ in ran += 1 })
+        do {
+            let first = try Loop(clock: ManualLoopClock())
+            first.add(source, forMode: .default)
+        }
+        let second = try Loop(clock: ManualLoopClock())
+        second.add(source, forMode: .default)
+        source.signal()
+        second.run(mode: .default, before: second.now)
+        #expect(scheduled == [.default, .default])
+        #expect(ran == 1)
+    }
+
+    @Test func anItemChangeQueuedToAnEndedLoopDoesNotKeepTheLoopAlive() throws {
+        weak var weakLoop: Loop?
+        do {
+            let thread = try LoopThread()
+            weakLoop = thread.loop
+            let timer = LoopTimer(interval: .seconds(3600), repeats: true) { _ in }
+            thread.loop.add(timer, forMode: .default)
+            thread.shutdownAndJoin()
+            timer.invalidate()  // e.g. from the owner's deinit, after the helper thread ended
+        }
+        #expect(weakLoop == nil)
+    }
+
+    @Test func aThreadsLoopIsFreedAtThreadExitEvenWhenItsItemsCaptureIt() {
+        final class WeakBox: @unchecked Sendable { weak var loop: Loop? }
+        let box = WeakBox()
+        let cancelled = Recorder<LoopMode>()
+        onAnotherThread {
+            let loop = Loop.current
+            box.loop = loop
+            loop.add(LoopTimer(interval: .seconds(1), repeats: true) { _ in loop.stop() }, forMode: .default)
+            loop.add(LoopSource(cancel: { _, mode in cancelled.append(mode) }, perform: { _ in loop.stop() }),
+                     forMode: .default)
+        }
+        #expect(box.loop == nil)
+        #expect(cancelled.elements == [.default])  // as CF cancels the sources of a finalized run loop
+    }
+
+    @Test func performOnTheLoopOfAThreadThatExitedIsAPreconditionFailure() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            final class Box: @unchecked Sendable { var loop: Loop? }
+            let box = Box()
+            onAnotherThread { box.loop = Loop.current }
+            box.loop?.perform {}
+        }
+        #expect(result?.standardErrorText.contains("the loop's thread has ended") == true)
+    }
+
+    @Test func aDisplayLinkThatIsNotScheduledIsFreed() throws {
+        weak var neverAdded: LoopDisplayLink?
+        do {
+            let link = LoopDisplayLink { _, _ in }
+            neverAdded = link
+        }
+        #expect(neverAdded == nil)
+        weak var inAFreedLoop: LoopDisplayLink?
+        weak var freedLoop: Loop?
+        do {
+            let loop = try Loop(clock: ManualLoopClock())
+            let link = LoopDisplayLink { _, _ in }
+            loop.add(link, forMode: .default)
+            inAFreedLoop = link
+            freedLoop = loop
+        }
+        #expect(freedLoop == nil)
+        #expect(inAFreedLoop == nil)
+    }
+
+    @Test func aScheduledDisplayLinkKeepsTickingWithoutAReferenceFromTheCaller() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let frames = Recorder<Int64>()
+        loop.add(LoopDisplayLink { link, frame in
+            frames.append(frame.index)
+            if frames.count == 3 { link.invalidate() }
+        }, forMode: .default)
+        #expect(loop.run(mode: .default, before: .distantFuture) == .finished)
+        #expect(frames.count == 3)
+    }
+
+    @Test func addingADisplayLinkToASecondLoopIsAPreconditionFailureNamingTheLink() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let first = try Loop(clock: ManualLoopClock())
+            let second = try Loop(clock: ManualLoopClock())
+            let link = LoopDisplayLink { _, _ in }
+            first.add(link, forMode: .default)
+            withExtendedLifetime(first) { second.add(link, forMode: .default) }
+        }
+        #expect(result?.standardErrorText.contains("this LoopDisplayLink already belongs to another loop") == true)
+    }
+
+    @Test func aRunNestedInADescriptorHandlerLeavesNoStaleReportForTheOuterPass() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let first = try TestPipe()
+        let second = try TestPipe()
+        var nested = false
+        var secondReads: [String] = []
+        loop.add(LoopDescriptorSource(descriptor: first.readEnd, events: .readable, order: 0) { _, _ in
+            first.readAll()
+            if !nested {
+                nested = true
+                loop.run(mode: .default, before: loop.now)
+            }
+        }, forMode: .default)
+        loop.add(LoopDescriptorSource(descriptor: second.readEnd, events: .readable, order: 1) { _, events in
+            secondReads.append("\(events):'\(second.readAll())'")
+        }, forMode: .default)
+        first.write()
+        second.write("data")
+        loop.run(mode: .default, before: loop.now)
+        #expect(secondReads == ["[readable]:'data'"])
+    }
+
+    @Test func aBlockThatKeepsRequeueingItselfDuringShutdownIsAPreconditionFailureNotAHang() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let thread = try LoopThread()
+            let loop = thread.loop
+            @Sendable func again() { loop.perform(again) }
+            thread.perform(again)
+            thread.shutdownAndJoin()
+        }
+        #expect(result?.standardErrorText.contains("the loop's thread has ended") == true)
+    }
+
+    @Test func blocksOfEveryModeStillQueuedAtShutdownRun() throws {
+        let thread = try LoopThread()
+        let ran = Recorder<String>()
+        thread.loop.perform(inModes: [.tracking]) { ran.append("tracking") }
+        thread.perform { ran.append("default") }
+        thread.shutdownAndJoin()
+        #expect(Set(ran.elements) == ["tracking", "default"])
+    }
+
+    @Test func cancellingASignalSourceRestoresTheDispositionItReplaced() throws {
+        var ignore = sigaction()
+        ignore.__sigaction_handler.sa_handler = SIG_IGN
+        var saved = sigaction()
+        sigaction(SIGUSR2, &ignore, &saved)
+        defer { sigaction(SIGUSR2, &saved, nil) }
+        let loop = try Loop()
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+        source.cancel()
+        var now = sigaction()
+        sigaction(SIGUSR2, nil, &now)
+        #expect(unsafeBitCast(now.__sigaction_handler.sa_handler, to: Int.self) == 1)  // SIG_IGN
+    }
+
+    @Test func aSignalThatInterruptsTheSleepIsNotAWakeUp() throws {
+        final class Shared: @unchecked Sendable {
+            var loop: Loop?
+            var thread: pthread_t?
+            var result: RunResult?
+            var elapsed: Duration?
+        }
+        let shared = Shared()
+        let ready = Atomic<Bool>(false)
+        let wakes = Recorder<LoopActivity>()
+        let other = try Loop()
+        let counts = Recorder<Int>()
+        let source = try LoopSignalSource(signal: SIGUSR1, loop: other) { counts.append($0) }
+        defer { source.cancel() }
+        let sleeper = startThread {
+            // Threads started from the test runner's pool inherit its blocked signals: let this one take SIGUSR1.
+            var set = sigset_t()
+            sigemptyset(&set)
+            sigaddset(&set, SIGUSR1)
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+            let loop = try! Loop()
+            loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+            loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) },
+                     forMode: .default)
+            shared.loop = loop
+            shared.thread = pthread_self()
+            ready.store(true, ordering: .releasing)
+            let start = loop.now
+            shared.result = loop.run(mode: .default, before: start + .milliseconds(300))
+            shared.elapsed = loop.now - start
+        }
+        #expect(waitUntil { ready.load(ordering: .acquiring) && shared.loop!.isWaiting })
+        pthread_kill(shared.thread!, SIGUSR1)  // interrupts that thread's ppoll: EINTR
+        sleeper.join()
+        #expect(shared.result == .timedOut)
+        #expect(wakes.count == 1)  // only at the deadline
+        #expect(try #require(shared.elapsed) >= .milliseconds(300))
+        other.run(mode: .default, before: other.now + .seconds(5), returnAfterSourceHandled: true)
+        #expect(counts.elements == [1])  // and the signal itself was counted, not lost
+    }
+}
+
+@Suite("Pass details")
+struct PassDetailTests {
+    @Test func aBlockQueuedByTheFirstDrainRunsAtTheSecondBeforeTheLoopSleeps() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let trace = Recorder<String>()
+        loop.add(LoopObserver(activities: [.beforeTimers, .beforeSources, .beforeWaiting]) { _, activity in
+            trace.append("\(activity)")
+        }, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        loop.perform {
+            trace.append("first")
+            loop.perform { trace.append("second") }
+        }
+        loop.run(mode: .default, before: clock.now + .milliseconds(1))
+        #expect(Array(trace.elements.prefix(5)) == ["beforeTimers", "beforeSources", "first", "second", "beforeWaiting"])
+    }
+
+    @Test func afterWakingTimersFireThenDescriptorSourcesThenBlocks() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let pipe = try TestPipe()
+        let trace = Recorder<String>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+            trace.append("descriptor")
+            pipe.readAll()
+        }, forMode: .default)
+        loop.add(LoopTimer(interval: .zero) { _ in
+            trace.append("timer")
+            loop.perform { trace.append("block") }
+        }, forMode: .default)
+        pipe.write()
+        loop.run(mode: .default, before: clock.now)
+        #expect(trace.elements == ["timer", "descriptor", "block"])
+    }
+
+    @Test func aTimerOfAnotherModeDoesNotWakeTheLoop() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let wakes = Recorder<LoopInstant>()
+        loop.add(LoopObserver(activities: .afterWaiting) { _, _ in wakes.append(clock.now) }, forMode: .default)
+        loop.add(LoopTimer(interval: .milliseconds(5)) { _ in }, forMode: .tracking)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let deadline = clock.now + .milliseconds(20)
+        #expect(loop.run(mode: .default, before: deadline) == .timedOut)
+        #expect(wakes.elements == [deadline])
+    }
+
+    @Test func handledSourceWinsOverFinished() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let source = LoopSource { source in source.invalidate() }  // the mode becomes empty in the same pass
+        loop.add(source, forMode: .default)
+        source.signal()
+        #expect(loop.run(mode: .default, before: .distantFuture, returnAfterSourceHandled: true) == .handledSource)
+        #expect(loop.run(mode: .default, before: .distantFuture) == .finished)
+    }
+
+    @Test func aDisplayLinkRemovedFromItsModeStopsTicking() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        let frames = Recorder<Int64>()
+        let link = LoopDisplayLink(display: .sixtyHertz) { _, frame in frames.append(frame.index) }
+        loop.add(link, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        loop.run(mode: .default, before: clock.now + .milliseconds(50))
+        let seen = frames.count
+        #expect(seen == 3)
+        loop.remove(link, forMode: .default)
+        #expect(!loop.contains(link, inMode: .default))
+        loop.run(mode: .default, before: clock.now + .milliseconds(50))
+        #expect(frames.count == seen)
+        #expect(link.isValid)
+    }
+
+    @Test func theSystemClockIsTheMonotonicClockInNanoseconds() {
+        var before = timespec()
+        var after = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &before)
+        let now = SystemLoopClock().now
+        clock_gettime(CLOCK_MONOTONIC, &after)
+        let low = UInt64(before.tv_sec) * 1_000_000_000 + UInt64(before.tv_nsec)
+        let high = UInt64(after.tv_sec) * 1_000_000_000 + UInt64(after.tv_nsec)
+        #expect(now.nanoseconds >= low)
+        #expect(now.nanoseconds <= high)
+    }
+}

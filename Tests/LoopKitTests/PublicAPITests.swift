@@ -1,0 +1,29 @@
+import LoopKit  // deliberately not @testable: everything used here must be public
+import Testing
+
+/// What CF on Linux lacks, LoopKit offers publicly: observers, both kinds of sources, stop, run results.
+@Suite("Public API")
+struct PublicAPITests {
+    @Test func observersSourcesAndStopArePublic() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        var trace: [String] = []
+        loop.add(LoopObserver(activities: [.entry, .exit]) { _, activity in trace.append("\(activity)") },
+                 forMode: .default)
+        let source = LoopSource { _ in
+            trace.append("source")
+            loop.stop()
+        }
+        loop.add(source, forMode: .default)
+        let descriptorSource = LoopDescriptorSource(descriptor: 0, events: []) { _, _ in }
+        loop.add(descriptorSource, forMode: "unused")
+        descriptorSource.cancel()
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        source.signal()
+        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        #expect(trace == ["entry", "source", "exit"])
+        loop.wakeUp()
+        #expect(loop.currentMode == nil)
+        #expect(loop.commonModes.contains(.tracking))
+    }
+}
