@@ -9,8 +9,8 @@ import Synchronization
 /// reported once as `invalid`, after which the loop cancels the source (so it never spins on a dead descriptor); the
 /// source cannot tell a closed descriptor whose number was reused by a new `open`, so cancel before closing.
 ///
-/// `events`, `cancel()` and `isValid` are safe from any thread; the handler runs on the loop's thread. A source
-/// belongs to one loop; the descriptor stays the caller's to close.
+/// A source may be created on any thread. `events`, `cancel()` and `isValid` are safe from any thread; the handler
+/// runs on the loop's thread. A source belongs to one loop; the descriptor stays the caller's to close.
 // @unchecked Sendable: `handler` and the `// MARK: Loop thread only` state are touched only on the loop's thread;
 // cross-thread state is atomic.
 public final class LoopDescriptorSource: @unchecked Sendable {

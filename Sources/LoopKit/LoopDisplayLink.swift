@@ -8,8 +8,9 @@ import Synchronization
 /// skipped and counted in the next frame's `skippedFrames`, never replayed: the next callback is at the first grid
 /// point after now. A paused link resumes on the grid.
 ///
-/// `isPaused`, `invalidate()` and `isValid` are safe from any thread; the callback runs on the loop's thread and
-/// may invalidate the link. A link belongs to one loop.
+/// A link may be created on any thread; its properties are immutable but for `isPaused`. `isPaused`, `invalidate()`
+/// and `isValid` are safe from any thread; the callback runs on the loop's thread and may invalidate the link. A link
+/// belongs to one loop.
 // @unchecked Sendable: `callback` and `previousIndex` are touched only on the loop's thread (from the timer's
 // callback); cross-thread state is atomic or in a Mutex, and `timer` is itself thread-safe where it must be.
 public final class LoopDisplayLink: @unchecked Sendable {

@@ -5,8 +5,8 @@ import Synchronization
 /// Observers do not keep a mode alive. Lower `order` is called first; an observer is never re-entered (a nested run
 /// inside its callback does not call it). A one-shot observer (`repeats: false`) is invalidated after its first call.
 ///
-/// `invalidate()` and `isValid` are safe from any thread; the callback runs on the loop's thread. An observer belongs
-/// to one loop.
+/// An observer may be created on any thread. `invalidate()` and `isValid` are safe from any thread; the callback runs
+/// on the loop's thread. An observer belongs to one loop.
 // @unchecked Sendable: `callback` and the `// MARK: Loop thread only` state are touched only on the loop's thread;
 // cross-thread state is atomic.
 public final class LoopObserver: @unchecked Sendable {

@@ -18,7 +18,7 @@ public final class LoopSignalSource: @unchecked Sendable {
     private let pipe: WakeupPipe
     private let source: LoopDescriptorSource
 
-    /// Starts delivering `signal` to `loop` in `modes`.
+    /// Starts delivering `signal` to `loop` in `modes`. Any thread.
     ///
     /// - Parameters:
     ///   - signal: A catchable signal, e.g. `SIGINT` (not `SIGKILL` or `SIGSTOP`).
@@ -61,8 +61,9 @@ public final class LoopSignalSource: @unchecked Sendable {
         self.source.cancel()
     }
 
-    /// Sends `signal` to this process, as `kill(getpid(), signal)` does. Any thread.
-    public static func raise(_ signal: CInt) {
+    /// Sends `signal` to this process (`kill(getpid(), signal)`: any thread that does not block it takes it).
+    /// Any thread.
+    public static func sendToThisProcess(_ signal: CInt) {
         ProcessSignals.raiseInProcess(signal)
     }
 }

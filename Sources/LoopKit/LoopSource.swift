@@ -8,8 +8,8 @@ import Synchronization
 /// signalled. A signal is kept until the source runs: if its loop is running another mode, the callback runs when
 /// the loop next runs a mode the source is in.
 ///
-/// `signal()`, `isSignalled`, `invalidate()` and `isValid` are safe from any thread; the callbacks run on the loop's
-/// thread. A source belongs to one loop.
+/// A source may be created on any thread. `signal()`, `isSignalled`, `invalidate()` and `isValid` are safe from any
+/// thread; the callbacks run on the loop's thread. A source belongs to one loop.
 // @unchecked Sendable: the callbacks and the `// MARK: Loop thread only` state are touched only on the loop's
 // thread; cross-thread state is atomic.
 public final class LoopSource: @unchecked Sendable {

@@ -86,7 +86,9 @@ public final class LoopThread: Sendable {
         }
     }
 
-    /// `shutdown()`, then `join()`.
+    /// `shutdown()`, then `join()`. Any thread but the loop's own.
+    ///
+    /// - Precondition: Not called on the loop's thread.
     public func shutdownAndJoin() {
         self.shutdown()
         self.join()

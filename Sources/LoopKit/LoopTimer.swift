@@ -10,8 +10,8 @@ import Synchronization
 /// with equal fire dates fire in the order they were added. While its callback runs, the timer does not fire again,
 /// even from a nested run.
 ///
-/// `invalidate()`, `isValid`, `fireDate`, `setNextFireDate(_:)` and `tolerance` are safe from any thread. The callback
-/// runs on the loop's thread. A timer belongs to one loop.
+/// A timer may be created on any thread. `invalidate()`, `isValid`, `fireDate`, `setNextFireDate(_:)` and `tolerance`
+/// are safe from any thread. The callback runs on the loop's thread. A timer belongs to one loop.
 // @unchecked Sendable: `callback` and the `// MARK: Loop thread only` state are touched only on the loop's thread
 // (the loop is the only caller); cross-thread state is in `schedule` (a Mutex).
 public final class LoopTimer: @unchecked Sendable {

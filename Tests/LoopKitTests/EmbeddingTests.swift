@@ -74,7 +74,7 @@ struct EmbeddingTests {
         defer { source.cancel() }
         let start = loop.now
         for round in 1...3 {
-            LoopSignalSource.raise(SIGUSR1)
+            LoopSignalSource.sendToThisProcess(SIGUSR1)
             while counts.elements.reduce(0, +) < round, loop.now < start + .seconds(30) {
                 loop.run(mode: .default, before: start + .seconds(30), returnAfterSourceHandled: true)
             }
@@ -93,7 +93,7 @@ struct EmbeddingTests {
         defer { source.cancel() }
         let raiser = startThread {
             guard waitUntil({ loop.isWaiting }) else { return }
-            LoopSignalSource.raise(SIGUSR2)
+            LoopSignalSource.sendToThisProcess(SIGUSR2)
         }
         let result = loop.run(mode: .default, before: loop.now + .seconds(30))
         raiser.join()
