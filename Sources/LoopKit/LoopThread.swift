@@ -8,7 +8,8 @@ import Synchronization
 /// current run call; the thread then runs the loop again. `shutdown()` is sticky: called before the thread's loop
 /// starts running, or between two of its runs, it still ends the thread. After the loop's last run, the blocks
 /// already queued run, whatever their modes (up to `finalDrainRounds` rounds of blocks queueing blocks); `perform`
-/// after that is a precondition failure, never a silent loss.
+/// after that is a precondition failure, never a silent loss. After `shutdown()`, every run of the loop returns
+/// `.stopped` at once, nested ones too: code that runs the loop in a `while` (a drag) must end on `.stopped`.
 ///
 /// The thread's timer slack is lowered to 1 µs (on Linux), so its timers and display links fire close to their dates.
 /// Dropping the last reference to a `LoopThread` shuts it down and joins it. Every member is safe from any thread,
@@ -98,6 +99,8 @@ public final class LoopThread: Sendable {
         self.shutdown()
         if !self.loop.isCurrent {
             self.join()
+        } else if !self.isJoined.withLock({ $0 }) {
+            self.thread.detach()  // released from its own thread (in a block): it cannot wait for itself
         }
     }
 }

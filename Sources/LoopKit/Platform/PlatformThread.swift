@@ -53,6 +53,11 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
         start.body()
     }
 
+    /// Lets the thread's resources go when it ends, without a join (pthread_detach(3)). Call once, instead of `join`.
+    func detach() {
+        _ = pthread_detach(self.handle)
+    }
+
     /// Waits for the thread to end (pthread_join(3)). Call once, from another thread.
     func join() {
         let result = pthread_join(self.handle, nil)
