@@ -225,7 +225,7 @@ extension Loop {
         var readyCount: Int
         if !blocking {
             repeat {
-                readyCount = self.poller.waitForEvents(timeoutNanoseconds: 0)
+                readyCount = self.wait(timeoutNanoseconds: 0)
             } while readyCount < 0
         } else {
             let wake = min(self.nextTimerWake(in: items) ?? .distantFuture, deadline)
@@ -268,31 +268,41 @@ extension Loop {
         self.shared.withLock { $0.isWakeupPending = false }  // after the drain: a later wake-up writes again
     }
 
+    /// One call to the poller, counted (`Loop.counters`).
+    @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
+    private func wait(timeoutNanoseconds: Int64) -> Int {
+        self.waitCounts.waits.wrappingAdd(1, ordering: .relaxed)
+        if timeoutNanoseconds != 0 {
+            self.waitCounts.blockingWaits.wrappingAdd(1, ordering: .relaxed)
+        }
+        return self.poller.waitForEvents(timeoutNanoseconds: timeoutNanoseconds)
+    }
+
     /// One wait until `wake`: on the timerfd, on ppoll's own timeout, or, on a manual clock, by advancing the clock.
     ///
     /// - Returns: The number of ready descriptors, or -1 when a signal interrupted the wait.
     private func sleep(until wake: LoopInstant) -> Int {
         if let manualClock = self.manualClock {
             // Virtual time: look; if nothing is ready, "sleep" by moving the clock to the wake-up instant.
-            let ready = self.poller.waitForEvents(timeoutNanoseconds: 0)
+            let ready = self.wait(timeoutNanoseconds: 0)
             guard ready == 0 else { return ready }
             if wake == .distantFuture {
-                return self.poller.waitForEvents(timeoutNanoseconds: -1)
+                return self.wait(timeoutNanoseconds: -1)
             }
             manualClock.advance(to: wake)
             return 0
         }
         if wake == .distantFuture {
             self.deadlineTimer?.set(nil)
-            return self.poller.waitForEvents(timeoutNanoseconds: -1)
+            return self.wait(timeoutNanoseconds: -1)
         }
         let now = self.clock.now
         if let deadlineTimer = self.deadlineTimer, wake > now {
             deadlineTimer.set(wake.nanoseconds)  // precise, and a no-op while the next timer stays the same
-            return self.poller.waitForEvents(timeoutNanoseconds: -1)
+            return self.wait(timeoutNanoseconds: -1)
         }
         let timeout = wake > now ? Int64(clamping: wake.nanoseconds - now.nanoseconds) : 0
-        return self.poller.waitForEvents(timeoutNanoseconds: timeout)
+        return self.wait(timeoutNanoseconds: timeout)
     }
 
     /// The instant to wake for the mode's timers (coalesced within their tolerances), or `nil` without timers.

@@ -36,7 +36,8 @@ public final class Loop: @unchecked Sendable {
     var commonItems: [ObjectIdentifier: any LoopItem] = [:]
     var runningModes: [LoopMode] = []
     var lastSequence: UInt64 = 0
-    let poller = Poller()
+    let poller: any Poller
+    let waitCounts = WaitCounters()
     /// The last wait found the wake-up pipe readable; it is drained at the end of the pass.
     var isWakeupReadable = false
     /// Counts waits, so that a pass can tell that a run nested in a callback polled since it did.
@@ -64,11 +65,17 @@ public final class Loop: @unchecked Sendable {
         try self.init(clock: clock, owner: .thread(token: ThreadLocal.currentToken))
     }
 
-    init(clock: any LoopClock, owner: Owner) throws(SystemCallError) {
+    /// A loop owned by the calling thread that waits through `poller`: tests inject a fake one.
+    convenience init(clock: any LoopClock, poller: any Poller) throws(SystemCallError) {
+        try self.init(clock: clock, owner: .thread(token: ThreadLocal.currentToken), poller: poller)
+    }
+
+    init(clock: any LoopClock, owner: Owner, poller: any Poller = SystemPoller()) throws(SystemCallError) {
         self.clock = clock
         self.manualClock = clock as? ManualLoopClock
         self.wakeup = try WakeupPipe()
         self.owner = owner
+        self.poller = poller
     }
 
     private static func makeOrTrap(owner: Owner) -> Loop {

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Deterministic counts of what a loop did, for benchmarks and tests: they do not depend on the machine's load.
 package struct LoopCounters: Sendable, Hashable {
     /// Bytes written to the wake-up pipe (at most one per drain, however many wake-ups were asked for).
@@ -26,8 +28,14 @@ extension Loop {
         LoopCounters(
             wakeUpWrites: self.wakeup.notifyCount.load(ordering: .relaxed),
             wakeUpDrains: self.wakeup.drainCount.load(ordering: .relaxed),
-            waits: self.poller.waitCount.load(ordering: .relaxed),
-            blockingWaits: self.poller.blockingWaitCount.load(ordering: .relaxed)
+            waits: self.waitCounts.waits.load(ordering: .relaxed),
+            blockingWaits: self.waitCounts.blockingWaits.load(ordering: .relaxed)
         )
     }
+}
+
+/// How many waits a loop made, and how many of them could block; written on the loop's thread, read from any.
+final class WaitCounters: Sendable {
+    let waits = Atomic<UInt64>(0)
+    let blockingWaits = Atomic<UInt64>(0)
 }

@@ -4,17 +4,31 @@ import Glibc
 import Darwin
 #endif
 import CLoopKitSystem
-import Synchronization
 
-/// The one blocking wait of a loop: a `pollfd` array rebuilt each pass from the running mode's descriptors.
+/// The one blocking wait of a loop: the descriptors of a pass, and a wait until one is ready or a timeout passes.
+///
+/// The loop uses `SystemPoller`; tests inject a fake that scripts results (`EINTR`, readiness) and records the
+/// timeouts asked for, without real time passing (NIO's `selectorFactory:`). Loop thread only.
+protocol Poller: AnyObject {
+    /// The number of descriptors set for the next wait.
+    var count: Int { get }
+    /// Forgets the descriptors of the previous pass.
+    func reset()
+    /// Adds `descriptor` to the next wait, watching `events` (error, hang-up and invalid are always reported).
+    func append(_ descriptor: CInt, events: DescriptorEvents)
+    /// Waits until a descriptor is ready or `timeoutNanoseconds` pass (negative: no timeout).
+    ///
+    /// - Returns: The number of descriptors with events, or -1 when a signal interrupted the wait.
+    func waitForEvents(timeoutNanoseconds: Int64) -> Int
+    /// What the last wait reported for the descriptor at `index`.
+    func events(at index: Int) -> DescriptorEvents
+}
+
+/// The system's poller: a `pollfd` array rebuilt each pass from the running mode's descriptors, and ppoll(2).
 ///
 /// The buffer is kept between passes, so an idle pass allocates nothing. Loop thread only.
-// @unchecked Sendable: `descriptors` is touched only on the loop's thread; the counters are atomic.
-final class Poller: @unchecked Sendable {
+final class SystemPoller: Poller {
     private var descriptors: [pollfd] = []
-    /// How many waits were made, and how many of them could block: read by `Loop.counters` from any thread.
-    let waitCount = Atomic<UInt64>(0)
-    let blockingWaitCount = Atomic<UInt64>(0)
 
     init() {
         self.descriptors.reserveCapacity(16)
@@ -46,10 +60,6 @@ final class Poller: @unchecked Sendable {
     @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
     func waitForEvents(timeoutNanoseconds: Int64) -> Int {
         let count = UInt(self.descriptors.count)
-        self.waitCount.wrappingAdd(1, ordering: .relaxed)
-        if timeoutNanoseconds != 0 {
-            self.blockingWaitCount.wrappingAdd(1, ordering: .relaxed)
-        }
         let result = self.descriptors.withUnsafeMutableBufferPointer { buffer in
             cloopkit_poll_ns(buffer.baseAddress, count, timeoutNanoseconds)
         }
