@@ -84,11 +84,12 @@ extension Loop {
             self.notifyObservers(.beforeWaiting, in: items)
             // No user code runs from here until the wait returns.
             ready = self.waitForWork(in: items, until: deadline, blocking: true)
+            self.applyControlMessages()  // an item added from another thread (which woke us) sees afterWaiting
             self.notifyObservers(.afterWaiting, in: items)
         } else {
             ready = self.waitForWork(in: items, until: deadline, blocking: false)
+            self.applyControlMessages()
         }
-        self.applyControlMessages()
 
         self.fireDueTimers(in: items, now: self.clock.now)
         if !ready.isEmpty {

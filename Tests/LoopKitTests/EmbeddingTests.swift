@@ -22,6 +22,29 @@ private actor LoopBoundCounter {
     }
 }
 
+/// Reports the mode the loop runs while the actor's job runs, then ends that run.
+private actor ModeProbe {
+    let executor: LoopExecutor
+
+    init(executor: LoopExecutor) {
+        self.executor = executor
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        self.executor.asUnownedSerialExecutor()
+    }
+
+    func modeAndStop() -> LoopMode? {
+        defer { self.executor.loop.stop() }
+        return self.executor.loop.currentMode
+    }
+}
+
+@available(*, noasync)
+private func runTrackingUntilStopped(_ loop: Loop) {
+    loop.run(mode: .tracking, before: loop.now + .seconds(30))
+}
+
 @Suite("Embedding: executors and process signals", .serialized, .timeLimit(.minutes(1)))
 struct EmbeddingTests {
     @Test func anActorOnALoopExecutorRunsItsCodeOnTheLoopsThread() async throws {
@@ -49,20 +72,15 @@ struct EmbeddingTests {
         thread.shutdownAndJoin()
     }
 
-    @Test func jobsRunOnlyInTheExecutorsModes() throws {
-        let clock = ManualLoopClock()
-        let loop = try Loop(clock: clock)
-        let executor = LoopExecutor(loop: loop, modes: [.tracking])
-        let ran = Recorder<Bool>()
-        let counter = LoopBoundCounter(executor: executor)
-        Task { ran.append(await counter.increment()) }
-        #expect(waitUntil { loop.isEmpty(.tracking) == false })
-        loop.run(mode: .default, before: clock.now)
-        #expect(ran.count == 0)
-        while ran.count == 0 {
-            loop.run(mode: .tracking, before: clock.now)
-        }
-        #expect(ran.elements == [true])
+    @Test func jobsRunOnlyInTheExecutorsModes() async throws {
+        let thread = try LoopThread(name: "mode-loop")
+        let loop = thread.loop
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .tracking)
+        // The thread runs `default`; a block runs `tracking` nested, as a drag would, until the job has run.
+        thread.perform { runTrackingUntilStopped(loop) }
+        let probe = ModeProbe(executor: LoopExecutor(loop: loop, modes: [.tracking]))
+        #expect(await probe.modeAndStop() == .tracking)
+        thread.shutdownAndJoin()
     }
 
     @Test func eachProcessSignalIsDeliveredToTheLoopAsASourceAndCounted() throws {
