@@ -32,9 +32,9 @@ struct AnyThreadAndCallbackTests {
         loop.add(observer, forMode: .default)
         let helper = startThread {
             guard waitUntil({ loop.isWaiting }) else { return }
+            loop.remove(observer, forMode: .default)  // first: the run may finish as soon as the sources are gone
             loop.remove(descriptorSource, forMode: .default)
             loop.remove(source, forMode: .default)
-            loop.remove(observer, forMode: .default)
         }
         #expect(loop.run(mode: .default, before: loop.now + .seconds(30)) == .finished)
         helper.join()
