@@ -47,36 +47,3 @@ public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
             + "longest busy pass \(self.longestBusyPass), \(self.hangs) hangs"
     }
 }
-
-/// Apple's rating of a hitch time ratio.
-public enum HitchRating: String, Sendable, Hashable, CustomStringConvertible {
-    /// Below 5 ms/s: users do not notice.
-    case good
-    /// 5 to 10 ms/s: some users notice.
-    case warning
-    /// Above 10 ms/s: clearly janky.
-    case critical
-
-    /// The rating of `hitchTimeRatio` milliseconds per second.
-    public init(hitchTimeRatio: Double) {
-        if hitchTimeRatio < 5 {
-            self = .good
-        } else if hitchTimeRatio <= 10 {
-            self = .warning
-        } else {
-            self = .critical
-        }
-    }
-
-    public var description: String { self.rawValue }
-}
-
-/// A busy stretch of the loop longer than the hang threshold.
-public struct HangEvent: Sendable, Hashable {
-    /// When the stretch began (the loop woke or entered a run).
-    public let start: LoopInstant
-    /// How long the loop was busy.
-    public let duration: Duration
-    /// The mode the loop was running.
-    public let mode: LoopMode
-}
