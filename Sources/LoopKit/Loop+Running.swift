@@ -213,7 +213,10 @@ extension Loop {
         self.poller.reset()
         self.polledSources.removeAll(keepingCapacity: true)
         self.poller.append(self.wakeup.readEnd, events: .readable)
-        let deadlineTimer = blocking ? self.deadlineTimer : nil
+        // The sleep's end: the mode's next timer (coalesced) or the run's deadline. The timerfd is polled only when
+        // there is one, so a loop waiting for work alone polls just its wake-up descriptor.
+        let wake = blocking ? min(self.nextTimerWake(in: items) ?? .distantFuture, deadline) : nil
+        let deadlineTimer = wake.map { $0 != .distantFuture } == true ? self.deadlineTimer : nil
         if let deadlineTimer {
             self.poller.append(deadlineTimer.descriptor, events: .readable)
         }
@@ -229,10 +232,9 @@ extension Loop {
                 readyCount = self.wait(timeoutNanoseconds: 0)
             } while readyCount < 0
         } else {
-            let wake = min(self.nextTimerWake(in: items) ?? .distantFuture, deadline)
             self.waiting.store(true, ordering: .releasing)
             repeat {  // a signal interrupts the wait (EINTR); it is not a wake-up, so wait again for what is left
-                readyCount = self.sleep(until: wake)
+                readyCount = self.sleep(until: wake!, on: deadlineTimer)
             } while readyCount < 0
             self.waiting.store(false, ordering: .releasing)
         }
@@ -282,7 +284,7 @@ extension Loop {
     /// One wait until `wake`: on the timerfd, on ppoll's own timeout, or, on a manual clock, by advancing the clock.
     ///
     /// - Returns: The number of ready descriptors, or -1 when a signal interrupted the wait.
-    private func sleep(until wake: LoopInstant) -> Int {
+    private func sleep(until wake: LoopInstant, on deadlineTimer: DeadlineTimer?) -> Int {
         if let manualClock = self.manualClock {
             // Virtual time: look; if nothing is ready, "sleep" by moving the clock to the wake-up instant.
             let ready = self.wait(timeoutNanoseconds: 0)
@@ -294,11 +296,10 @@ extension Loop {
             return 0
         }
         if wake == .distantFuture {
-            self.deadlineTimer?.set(nil)
-            return self.wait(timeoutNanoseconds: -1)
+            return self.wait(timeoutNanoseconds: -1)  // the timerfd is not polled: it may stay armed, unseen
         }
         let now = self.clock.now
-        if let deadlineTimer = self.deadlineTimer, wake > now {
+        if let deadlineTimer, wake > now {
             deadlineTimer.set(wake.nanoseconds)  // precise, and a no-op while the next timer stays the same
             return self.wait(timeoutNanoseconds: -1)
         }
