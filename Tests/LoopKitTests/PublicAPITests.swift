@@ -27,3 +27,22 @@ struct PublicAPITests {
         #expect(loop.commonModes.contains(.tracking))
     }
 }
+
+@Suite("Thread checks")
+struct ThreadCheckTests {
+    @Test func thePublicThreadCheckPassesOnTheLoopsThread() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        loop.preconditionIsCurrent()
+        loop.assertIsCurrent()
+        #expect(loop.isCurrent)
+    }
+
+    @Test func thePublicThreadCheckTrapsOnAnotherThread() async {
+        await #expect(processExitsWith: .failure) {
+            let loop = try Loop(clock: ManualLoopClock())
+            let thread = try LoopThread()
+            thread.perform { loop.preconditionIsCurrent() }
+            thread.join()
+        }
+    }
+}
