@@ -3,6 +3,8 @@ import PackageDescription
 
 let package = Package(
     name: "LoopKit",
+    // Synchronization's Mutex and Atomic, and UInt128, need these on Apple platforms; Linux has them with Swift 6.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "LoopKit", targets: ["LoopKit"]),
         .executable(name: "loop-demo", targets: ["loop-demo"]),
