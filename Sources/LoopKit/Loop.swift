@@ -270,14 +270,17 @@ public final class Loop: @unchecked Sendable {
 /// What a thread's slot holds for `Loop.current`: released when the thread exits, which tears the loop down.
 final class ThreadLoopHolder {
     let loop: Loop
+    /// The thread's token, kept because the thread's slot for it may already be cleared when this is released.
+    private let token: UInt64
 
     init(_ loop: Loop) {
         self.loop = loop
+        self.token = ThreadLocal.currentToken
     }
 
     deinit {
-        if self.loop !== Loop.main {
-            self.loop.threadDidExit()
-        }
+        guard self.loop !== Loop.main else { return }
+        ThreadLocal.restoreToken(self.token)  // so that `isCurrent` holds during the teardown's callbacks
+        self.loop.threadDidExit()
     }
 }

@@ -97,10 +97,10 @@ public final class LoopThread: Sendable {
 
     deinit {
         self.shutdown()
-        if !self.loop.isCurrent {
+        if !self.thread.isCurrent {
             self.join()
         } else if !self.isJoined.withLock({ $0 }) {
-            self.thread.detach()  // released from its own thread (in a block): it cannot wait for itself
+            self.thread.detach()  // released on its own thread (a block, or its exit): it cannot wait for itself
         }
     }
 }

@@ -102,6 +102,28 @@ struct LifecycleTests {
         #expect(cancelled.elements == [.default])  // as CF cancels the sources of a finalized run loop
     }
 
+    @Test func theTeardownAtThreadExitRunsAsTheLoopsOwnThread() {
+        let seen = Recorder<Bool>()
+        onAnotherThread {
+            _ = ThreadLocal.currentToken  // the token's slot first, as in most processes: glibc clears it first too
+            let loop = Loop.current
+            loop.add(LoopSource(cancel: { _, _ in seen.append(loop.isCurrent) }, perform: { _ in }), forMode: .default)
+        }
+        #expect(seen.elements == [true])
+    }
+
+    @Test func aLoopThreadReleasedByItsOwnTeardownDoesNotJoinItself() throws {
+        _ = ThreadLocal.currentToken
+        weak var released: LoopThread?
+        do {
+            let thread = try LoopThread()
+            thread.loop.add(LoopSource { _ in _ = thread }, forMode: .default)  // the source keeps the helper alive
+            released = thread
+            thread.shutdown()
+        }
+        #expect(waitUntil { released == nil })  // released on its own thread at exit: detached, not joined
+    }
+
     @Test func performOnTheLoopOfAThreadThatExitedIsAPreconditionFailure() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             final class Box: @unchecked Sendable { var loop: Loop? }

@@ -53,6 +53,11 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
         start.body()
     }
 
+    /// Whether the calling thread is this thread (pthread_equal(3)).
+    var isCurrent: Bool {
+        pthread_equal(pthread_self(), self.handle) != 0
+    }
+
     /// Lets the thread's resources go when it ends, without a join (pthread_detach(3)). Call once, instead of `join`.
     func detach() {
         _ = pthread_detach(self.handle)

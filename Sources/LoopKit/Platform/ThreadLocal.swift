@@ -48,6 +48,12 @@ enum ThreadLocal {
         return token
     }
 
+    /// Gives the calling thread `token` again. At thread exit glibc clears every key, destructor or not, before
+    /// calling the destructors; a loop torn down there must still be recognized as the thread's own.
+    static func restoreToken(_ token: UInt64) {
+        pthread_setspecific(self.tokenKey, UnsafeRawPointer(bitPattern: UInt(token)))
+    }
+
     /// The object stored for the calling thread, or `nil`.
     static var threadObject: AnyObject? {
         guard let pointer = pthread_getspecific(self.objectKey) else { return nil }
