@@ -280,12 +280,9 @@ extension Loop {
 
     /// Notes that `source` was signalled, and wakes the loop. Any thread.
     func sourceWasSignalled(_ source: LoopSource) {
-        let mustWrite = self.shared.withLock { state -> Bool in
+        self.updateShared { state in
             state.signalledSources.append(source)
             return state.requestWakeup()
-        }
-        if mustWrite {
-            self.wakeup.notify()
         }
     }
 }

@@ -22,15 +22,12 @@ extension Loop {
     }
 
     private func enqueue(_ block: QueuedBlock) {
-        let mustWrite = self.shared.withLock { state -> Bool in
+        self.updateShared { state in
             precondition(!state.hasEnded,
                          "Loop.perform: the loop's thread has ended (its LoopThread finished or the thread exited); "
                             + "the block would never run")
             state.blocks.append(block)
             return state.requestWakeup()
-        }
-        if mustWrite {
-            self.wakeup.notify()
         }
     }
 

@@ -199,35 +199,35 @@ public final class Loop: @unchecked Sendable {
     ///
     /// Wake-ups coalesce: until the loop drains them, further calls make no system call.
     public func wakeUp() {
-        let mustWrite = self.shared.withLock { $0.requestWakeup() }
-        if mustWrite {
+        self.updateShared { $0.requestWakeup() }
+    }
+
+    /// Changes the shared state under its lock; when `change` returns `true` (it asked for the first wake-up since
+    /// the last drain), writes the wake-up byte once the lock is released, so no system call runs under it.
+    /// Any thread.
+    func updateShared(_ change: (inout SharedState) -> Bool) {
+        if self.shared.withLock({ change(&$0) }) {
             self.wakeup.notify()
         }
     }
 
     /// Ends the innermost active `run` call with `.stopped`. Any thread, any callback.
     ///
-    /// While no `run` call is active this does nothing (as in CF). A stop that arrives while the run is ending for
-    /// another reason (a handled source, its deadline) is kept and ends the next run (the outer one, if nested).
+    /// While no `run` call is active this does nothing (as in CF). A stop that arrives while a nested run is ending
+    /// for another reason (a handled source, its deadline) ends the outer run; at the outermost run it is spent.
     public func stop() {
-        let mustWrite = self.shared.withLock { state -> Bool in
+        self.updateShared { state in
             guard state.runDepth > 0 else { return false }
             state.isStopRequested = true
             return state.requestWakeup()
-        }
-        if mustWrite {
-            self.wakeup.notify()
         }
     }
 
     /// Makes every present and future run return `.stopped` (sticky). Any thread. Used by `LoopThread`.
     func shutDown() {
-        let mustWrite = self.shared.withLock { state -> Bool in
+        self.updateShared { state in
             state.isShutDown = true
             return state.requestWakeup()
-        }
-        if mustWrite {
-            self.wakeup.notify()
         }
     }
 
@@ -244,13 +244,10 @@ public final class Loop: @unchecked Sendable {
             body(self)
             return
         }
-        let mustWrite = self.shared.withLock { state -> Bool in
+        self.updateShared { state in
             guard !state.hasEnded else { return false }
             state.controlMessages.append(body)
             return state.requestWakeup()
-        }
-        if mustWrite {
-            self.wakeup.notify()
         }
     }
 

@@ -22,7 +22,6 @@ public final class LoopDisplayLink: @unchecked Sendable {
     public let refreshesPerFrame: Int
 
     let timer: LoopTimer
-    private let owner: DisplayLinkOwner
     private let paused = Atomic<Bool>(false)
     /// Set on resume: the next frame counts no skipped frames (paused frames were not missed, just not wanted).
     private let resumed = Atomic<Bool>(false)
@@ -87,7 +86,6 @@ public final class LoopDisplayLink: @unchecked Sendable {
         ) { timer in
             owner.link?.fire(slot: timer.fireDate ?? .distantFuture)
         }
-        self.owner = owner
         owner.link = self
         self.timer.servedObject = self
     }
