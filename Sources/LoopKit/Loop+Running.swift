@@ -164,8 +164,9 @@ extension Loop {
         let mode = items.mode
         var runnable: [(index: Int, source: LoopSource)] = []
         var elsewhere: [LoopSource] = []
+        var seen = Set<ObjectIdentifier>()
         for (index, source) in signalled.enumerated() where source.isValid && source.isSignalled {
-            if runnable.contains(where: { $0.source === source }) || elsewhere.contains(where: { $0 === source }) {
+            guard seen.insert(ObjectIdentifier(source)).inserted else {
                 continue  // signalled again after it was noted, or noted when it joined a mode
             }
             if source.modes.contains(mode) {
@@ -174,9 +175,7 @@ extension Loop {
                 elsewhere.append(source)  // keeps its signal for a mode the loop will run later
             }
         }
-        if !elsewhere.isEmpty {
-            self.shared.withLock { $0.signalledSources.insert(contentsOf: elsewhere, at: 0) }
-        }
+        self.keepSignals(of: elsewhere)
         runnable.sort { ($0.source.order, $0.index) < ($1.source.order, $1.index) }
         let ordered = runnable.map(\.source)
 
@@ -193,10 +192,15 @@ extension Loop {
             self.callOut(.source) { source.perform() }
             handled = true
         }
-        if !removedMeanwhile.isEmpty {
-            self.shared.withLock { $0.signalledSources.insert(contentsOf: removedMeanwhile, at: 0) }
-        }
+        self.keepSignals(of: removedMeanwhile)
         return handled
+    }
+
+    /// Puts signalled sources that could not run in this mode back at the front of the signalled list, in order,
+    /// so that they run when the loop runs one of their modes.
+    private func keepSignals(of sources: [LoopSource]) {
+        guard !sources.isEmpty else { return }
+        self.shared.withLock { $0.signalledSources.insert(contentsOf: sources, at: 0) }
     }
 
     /// Sleeps (or, with `blocking: false`, only looks) until a descriptor of the mode is ready, its next timer is due,
