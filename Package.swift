@@ -14,8 +14,8 @@ let package = Package(
         // The few Linux calls Glibc's Swift module leaves out (ppoll, pipe2, gettid, prctl), as NIO's CNIOLinux.
         .target(name: "CLoopKitSystem"),
         .target(name: "LoopKit", dependencies: ["CLoopKitSystem"]),
-        .executableTarget(name: "loop-demo", dependencies: ["LoopKit"]),
-        .testTarget(name: "LoopKitTests", dependencies: ["LoopKit", "loop-demo"]),
+        .executableTarget(name: "loop-demo", dependencies: ["LoopKit", "CLoopKitSystem"]),
+        .testTarget(name: "LoopKitTests", dependencies: ["LoopKit", "CLoopKitSystem", "loop-demo"]),
         // The benchmark program (`swift run -c release loop-bench`): LoopKit beside Foundation's RunLoop, Dispatch and
         // the bare-poll floor. An executable, never a test, so `swift test` times nothing. Its C part holds the Linux
         // calls Glibc's module leaves out (eventfd, epoll, perf_event_open, thread CPU clocks) and the counting malloc.

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CLoopKitSystem
 import Synchronization
 
 /// A pipe between threads: one writes records, the loop's descriptor source reads them.
@@ -25,18 +26,17 @@ final class DemoPipe: Sendable {
         case endOfFile
     }
 
-    /// Opens a pipe (pipe(2), then fcntl(2) for `O_NONBLOCK` and `FD_CLOEXEC`).
+    /// Opens a pipe (pipe2(2) with `O_CLOEXEC | O_NONBLOCK`, then fcntl(2) to make the write end blocking).
+    ///
+    /// Close-on-exec from the start: a process spawned at the same moment must not inherit an end and keep it open.
     ///
     /// - Throws: `DemoError` naming the call when the process is out of descriptors.
     init() throws(DemoError) {
         var ends: [CInt] = [-1, -1]
-        guard pipe(&ends) == 0 else {
-            throw DemoError("pipe failed: \(String(cString: strerror(errno)))")
+        guard cloopkit_pipe_nonblocking(&ends) == 0 else {
+            throw DemoError("pipe2 failed: \(String(cString: strerror(errno)))")
         }
-        for end in ends {
-            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-        }
-        _ = fcntl(ends[0], F_SETFL, fcntl(ends[0], F_GETFL) | O_NONBLOCK)
+        _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) & ~O_NONBLOCK)
         self.readEnd = ends[0]
         self.writeEnd = Mutex(ends[1])
     }

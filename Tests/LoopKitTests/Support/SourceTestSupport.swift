@@ -21,18 +21,11 @@ final class TestSocketPair: @unchecked Sendable {
 
     init() throws {
         var ends: [CInt] = [-1, -1]
-        #if canImport(Glibc)
-        let type = CInt(SOCK_STREAM.rawValue)
-        #else
-        let type = SOCK_STREAM
-        #endif
+        // Close-on-exec from the start: an exit test's child spawned meanwhile must not hold our ends open.
+        let type = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
         try #require(socketpair(AF_UNIX, type, 0, &ends) == 0)
         self.first = ends[0]
         self.second = ends[1]
-        for end in ends {
-            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(end, F_SETFD, FD_CLOEXEC)  // an exit test's child must not hold our ends open
-        }
     }
 
     /// Sends `text` on `descriptor`.

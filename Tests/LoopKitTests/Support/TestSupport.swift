@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CLoopKitSystem
 import Synchronization
 import Testing
 @testable import LoopKit
@@ -34,16 +35,13 @@ final class TestPipe: @unchecked Sendable {
     private(set) var writeEnd: CInt
 
     init() throws {
+        // Created close-on-exec in one call (pipe2): a process spawned at the same moment (an exit test's child)
+        // must not inherit an end and keep it open, or closing our end would not give the other its hang-up or
+        // error. Setting FD_CLOEXEC afterwards leaves a window for exactly that.
         var ends: [CInt] = [-1, -1]
-        try #require(pipe(&ends) == 0)
+        try #require(cloopkit_pipe_nonblocking(&ends) == 0)
         self.readEnd = ends[0]
         self.writeEnd = ends[1]
-        for end in [self.readEnd, self.writeEnd] {
-            _ = fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK)
-            // Close-on-exec: a process spawned meanwhile (an exit test's child) must not keep the pipe's ends open,
-            // or closing one end here would not give the other its hang-up or error.
-            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-        }
     }
 
     func write(_ text: String = "x") {
