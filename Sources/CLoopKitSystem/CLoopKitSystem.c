@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #if defined(__linux__)
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <sys/syscall.h>
@@ -57,6 +58,48 @@ int cloopkit_pipe_nonblocking(int fds[2]) {
         }
     }
     return 0;
+#endif
+}
+
+int cloopkit_epoll_create(void) {
+#if defined(__linux__)
+    return epoll_create1(EPOLL_CLOEXEC);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int cloopkit_epoll_control(int epoll_fd, int operation, int fd, uint32_t events) {
+#if defined(__linux__)
+    static const int operations[] = {EPOLL_CTL_ADD, EPOLL_CTL_MOD, EPOLL_CTL_DEL};
+    if (operation < 0 || operation > 2) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct epoll_event event = {.events = events, .data = {.fd = fd}};
+    return epoll_ctl(epoll_fd, operations[operation], fd, &event);
+#else
+    (void)epoll_fd; (void)operation; (void)fd; (void)events;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int cloopkit_epoll_ready(int epoll_fd, int *fds, uint32_t *events, int capacity) {
+#if defined(__linux__)
+    struct epoll_event ready[64];
+    int limit = capacity < 64 ? capacity : 64;
+    int count = epoll_wait(epoll_fd, ready, limit, 0);
+    for (int i = 0; i < count; i++) {
+        fds[i] = ready[i].data.fd;
+        events[i] = ready[i].events;
+    }
+    return count;
+#else
+    (void)epoll_fd; (void)fds; (void)events; (void)capacity;
+    errno = ENOSYS;
+    return -1;
 #endif
 }
 

@@ -206,6 +206,9 @@ extension Loop {
     /// Sleeps (or, with `blocking: false`, only looks) until a descriptor of the mode is ready, its next timer is due,
     /// the deadline passes or the loop is woken.
     ///
+    /// A small mode sleeps in one ppoll on the wake-up pipe, the deadline timer and all its descriptors. A large one
+    /// (see `DescriptorRegistry`) first looks at all its descriptors without waiting, then sleeps on its epoll set.
+    ///
     /// - Returns: The mode's descriptor sources that have events, in `order`.
     @inline(never)
     private func waitForWork(
@@ -214,52 +217,110 @@ extension Loop {
         blocking: Bool
     ) -> [(LoopDescriptorSource, DescriptorEvents)] {
         self.pollGeneration &+= 1
-        self.poller.reset()
-        self.polledSources.removeAll(keepingCapacity: true)
-        self.poller.append(self.wakeup.readEnd, events: .readable)
         // The sleep's end: the mode's next timer (coalesced) or the run's deadline. The timerfd is polled only when
         // there is one, so a loop waiting for work alone polls just its wake-up descriptor.
         let wake = blocking ? min(self.nextTimerWake(in: items) ?? .distantFuture, deadline) : nil
         let deadlineTimer = wake.map { $0 != .distantFuture } == true ? self.deadlineTimer : nil
+        var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
+        if let wake, let registry = self.descriptorRegistry(for: items) {
+            // A large mode: look at every descriptor once (a closed one is reported invalid; a ready one ends the
+            // wait now), then sleep on the epoll set instead of on all of them. The deadline timer is left out of
+            // the look: it may still hold the expiry of an earlier deadline until the sleep arms it again.
+            self.setUpPoll(deadlineTimer: nil, sources: items.descriptorSources)
+            if self.look() > 0 {
+                self.collectPolled(deadlineTimer: nil, into: &ready)
+                return ready
+            }
+            self.setUpPoll(deadlineTimer: deadlineTimer, sources: [])
+            self.poller.append(registry.descriptor, events: .readable)
+            self.sleep(until: wake, on: deadlineTimer)
+            self.collectPolled(deadlineTimer: deadlineTimer, into: &ready)
+            if !self.poller.events(at: self.poller.count - 1).isEmpty {
+                registry.collectReady(into: &ready)
+            }
+            return ready
+        }
+        self.setUpPoll(deadlineTimer: deadlineTimer, sources: items.descriptorSources)
+        if let wake {
+            self.sleep(until: wake, on: deadlineTimer)
+        } else {
+            self.look()
+        }
+        self.collectPolled(deadlineTimer: deadlineTimer, into: &ready)
+        return ready
+    }
+
+    /// Sets the poller up for one wait: the wake-up pipe, then the deadline timer if there is one, then `sources`.
+    private func setUpPoll(deadlineTimer: DeadlineTimer?, sources: [LoopDescriptorSource]) {
+        self.poller.reset()
+        self.polledSources.removeAll(keepingCapacity: true)
+        self.poller.append(self.wakeup.readEnd, events: .readable)
         if let deadlineTimer {
             self.poller.append(deadlineTimer.descriptor, events: .readable)
         }
-        let firstSource = self.poller.count
-        for source in items.descriptorSources where source.isValid {
+        for source in sources where source.isValid {
             self.poller.append(source.descriptor, events: source.events)
             self.polledSources.append(source)
         }
+    }
 
+    /// Polls without waiting (retrying after a signal).
+    ///
+    /// - Returns: The number of descriptors with events.
+    @discardableResult
+    private func look() -> Int {
         var readyCount: Int
-        if !blocking {
-            repeat {
-                readyCount = self.wait(timeoutNanoseconds: 0)
-            } while readyCount < 0
-        } else {
-            self.waiting.store(true, ordering: .releasing)
-            repeat {  // a signal interrupts the wait (EINTR); it is not a wake-up, so wait again for what is left
-                readyCount = self.sleep(until: wake!, on: deadlineTimer)
-            } while readyCount < 0
-            self.waiting.store(false, ordering: .releasing)
-        }
+        repeat {
+            readyCount = self.wait(timeoutNanoseconds: 0)
+        } while readyCount < 0
+        return readyCount
+    }
 
-        guard readyCount > 0 else { return [] }
+    /// Sleeps until `wake` or until a polled descriptor is ready; a signal interrupts the wait (EINTR) but is not a
+    /// wake-up, so it waits again for what is left.
+    private func sleep(until wake: LoopInstant, on deadlineTimer: DeadlineTimer?) {
+        self.waiting.store(true, ordering: .releasing)
+        while self.sleepOnce(until: wake, on: deadlineTimer) < 0 {}
+        self.waiting.store(false, ordering: .releasing)
+    }
+
+    /// Reads what the last wait reported: notes the wake-up pipe, and appends the polled sources with events.
+    private func collectPolled(deadlineTimer: DeadlineTimer?, into ready: inout [(LoopDescriptorSource, DescriptorEvents)]) {
         if !self.poller.events(at: 0).isEmpty {
             self.isWakeupReadable = true  // drained at the end of the pass, after the work that woke the loop ran
-            readyCount -= 1
         }
-        if deadlineTimer != nil, !self.poller.events(at: 1).isEmpty {
-            readyCount -= 1  // the next timer is due: the timers' phase fires it; the next arming clears the expiry
-        }
-        guard readyCount > 0 else { return [] }
-        var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
-        for index in firstSource..<self.poller.count {
-            let events = self.poller.events(at: index)
+        // A readable deadline timer needs nothing: the timers' phase fires what is due; the next arming clears it.
+        let firstSource = deadlineTimer == nil ? 1 : 2
+        for (offset, source) in self.polledSources.enumerated() {
+            let events = self.poller.events(at: firstSource + offset)
             if !events.isEmpty {
-                ready.append((self.polledSources[index - firstSource], events))
+                ready.append((source, events))
             }
         }
-        return ready
+    }
+
+    /// The epoll registrations of `items`, or `nil` to poll its descriptors directly: a small mode, a system without
+    /// epoll, or a mode whose registrations epoll refused. Made when a mode reaches `largeModeThreshold` descriptor
+    /// sources; dropped when it falls below half of that, so a mode near the line does not flip every pass.
+    private func descriptorRegistry(for items: ModeItems) -> DescriptorRegistry? {
+        let count = items.descriptorSources.count
+        if let registry = items.descriptorRegistry {
+            if count >= self.largeModeThreshold / 2,
+               registry.prepareToSleep(eventsEpoch: self.descriptorEventsEpoch.load(ordering: .acquiring)) {
+                return registry
+            }
+            items.hasDescriptorRegistryFailed = registry.hasFailed
+            items.descriptorRegistry = nil
+            return nil
+        }
+        guard count >= self.largeModeThreshold, !items.hasDescriptorRegistryFailed else { return nil }
+        let epoch = self.descriptorEventsEpoch.load(ordering: .acquiring)
+        guard let registry = DescriptorRegistry(sources: items.descriptorSources, eventsEpoch: epoch),
+              registry.prepareToSleep(eventsEpoch: epoch) else {
+            return nil
+        }
+        items.descriptorRegistry = registry
+        return registry
     }
 
     /// Empties the wake-up pipe if the last wait found it readable, and lets the next wake-up write again.
@@ -288,7 +349,7 @@ extension Loop {
     /// One wait until `wake`: on the timerfd, on ppoll's own timeout, or, on a manual clock, by advancing the clock.
     ///
     /// - Returns: The number of ready descriptors, or -1 when a signal interrupted the wait.
-    private func sleep(until wake: LoopInstant, on deadlineTimer: DeadlineTimer?) -> Int {
+    private func sleepOnce(until wake: LoopInstant, on deadlineTimer: DeadlineTimer?) -> Int {
         if let manualClock = self.manualClock {
             // Virtual time: look; if nothing is ready, "sleep" by moving the clock to the wake-up instant.
             let ready = self.wait(timeoutNanoseconds: 0)

@@ -28,6 +28,9 @@ public final class Loop: @unchecked Sendable {
     // MARK: Shared with other threads
     let shared = Mutex(SharedState())
     let waiting = Atomic<Bool>(false)
+    /// Bumped whenever a descriptor source's `events` change (any thread), so that a large mode's epoll
+    /// registrations are brought up to date before the next sleep, and only then.
+    let descriptorEventsEpoch = Atomic<UInt64>(0)
 
     // MARK: Loop thread only
     var modeItemsByMode: [LoopMode: ModeItems] = [:]
@@ -43,6 +46,10 @@ public final class Loop: @unchecked Sendable {
     /// Counts waits, so that a pass can tell that a run nested in a callback polled since it did.
     var pollGeneration: UInt64 = 0
     var polledSources: [LoopDescriptorSource] = []
+    /// From this many descriptor sources in a mode, the loop sleeps on an epoll set instead of a ppoll on all of them
+    /// (`DescriptorRegistry`). Tests lower it to run the descriptor tests through both paths.
+    var largeModeThreshold = Loop.defaultLargeModeThreshold
+    static let defaultLargeModeThreshold = 32
     /// Where the loop sleeps until its next timer (`nil`: ppoll's own timeout, less precise). Only for the system
     /// clock: a manual clock's loop never sleeps on time.
     lazy var deadlineTimer: DeadlineTimer? = self.manualClock == nil && self.clock is SystemLoopClock

@@ -64,7 +64,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         set {
             LoopDescriptorSource.checkWatchable(newValue, call: "LoopDescriptorSource.events")
             let old = self.watched.exchange(newValue.rawValue, ordering: .acquiringAndReleasing)
-            if old != newValue.rawValue, let loop = self.link.loop, !loop.isCurrent {
+            guard old != newValue.rawValue, let loop = self.link.loop else { return }
+            loop.descriptorEventsEpoch.wrappingAdd(1, ordering: .releasing)
+            if !loop.isCurrent {
                 loop.wakeUp()  // the loop is maybe asleep on the old set of events
             }
         }
@@ -96,9 +98,11 @@ extension LoopDescriptorSource: LoopItem {
 
     func attach(to items: ModeItems, loop: Loop) {
         ModeItems.insertSorted(self, into: &items.descriptorSources) { ($0.order, $0.sequence) }
+        items.descriptorRegistry?.add(self)
     }
 
     func detach(from items: ModeItems, loop: Loop) {
         ModeItems.remove(self, from: &items.descriptorSources)
+        items.descriptorRegistry?.remove(self)
     }
 }

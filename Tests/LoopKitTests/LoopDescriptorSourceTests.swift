@@ -7,8 +7,9 @@ import Testing
 struct LoopDescriptorSourceTests {
     // MARK: Readable and writable
 
-    @Test func aPipeWithDataIsReportedReadable() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aPipeWithDataIsReportedReadable(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -19,8 +20,9 @@ struct LoopDescriptorSourceTests {
         #expect(reports.elements == [.readable])
     }
 
-    @Test func anEmptyPipeIsNotReportedReadable() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func anEmptyPipeIsNotReportedReadable(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -30,8 +32,9 @@ struct LoopDescriptorSourceTests {
         #expect(reports.elements.isEmpty)
     }
 
-    @Test func theWriteEndOfAnEmptyPipeIsReportedWritable() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func theWriteEndOfAnEmptyPipeIsReportedWritable(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.writeEnd, events: .writable) { _, events in
@@ -41,8 +44,9 @@ struct LoopDescriptorSourceTests {
         #expect(reports.elements == [.writable])
     }
 
-    @Test func theHandlerIsCalledWithTheEventsThatHoldAmongThoseWatched() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func theHandlerIsCalledWithTheEventsThatHoldAmongThoseWatched(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: sockets.first, events: [.readable, .writable]) { _, events in
@@ -56,8 +60,9 @@ struct LoopDescriptorSourceTests {
 
     // MARK: Level-triggered, never read by the loop
 
-    @Test func theHandlerIsCalledAgainOnEveryPassWhileDataRemains() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func theHandlerIsCalledAgainOnEveryPassWhileDataRemains(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -70,8 +75,9 @@ struct LoopDescriptorSourceTests {
         #expect(calls.count == 3)
     }
 
-    @Test func theHandlerIsNoLongerCalledOnceTheDataIsDrained() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func theHandlerIsNoLongerCalledOnceTheDataIsDrained(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let readByHandler = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -84,8 +90,9 @@ struct LoopDescriptorSourceTests {
         #expect(readByHandler.elements == ["a", "b", "c"])
     }
 
-    @Test func theLoopNeverReadsTheDescriptorSoTheHandlerFindsAllTheData() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func theLoopNeverReadsTheDescriptorSoTheHandlerFindsAllTheData(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let readByHandler = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -97,8 +104,9 @@ struct LoopDescriptorSourceTests {
         #expect(readByHandler.elements == ["12345678hello"])
     }
 
-    @Test func dataTheHandlerLeavesIsStillThereAfterThePass() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func dataTheHandlerLeavesIsStillThereAfterThePass(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -113,8 +121,9 @@ struct LoopDescriptorSourceTests {
 
     // MARK: All ready sources, in order, in one pass
 
-    @Test func allReadySourcesAreCalledInOnePassLowerOrderFirst() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func allReadySourcesAreCalledInOnePassLowerOrderFirst(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let passes = Recorder<Int>()
         loop.add(LoopObserver(activities: .beforeTimers) { _, _ in passes.append(1) }, forMode: .default)
         let trace = Recorder<Int>()
@@ -134,8 +143,9 @@ struct LoopDescriptorSourceTests {
         #expect(trace.elements == [0, 1, 2, 3])
     }
 
-    @Test func readySourcesOfEqualOrderAreCalledInTheOrderTheyWereAdded() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func readySourcesOfEqualOrderAreCalledInTheOrderTheyWereAdded(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let trace = Recorder<String>()
         var pipes: [TestPipe] = []
         for name in ["a", "b", "c"] {
@@ -152,8 +162,9 @@ struct LoopDescriptorSourceTests {
         #expect(trace.elements == ["a", "b", "c"])
     }
 
-    @Test func onlyTheReadySourcesOfAPassAreCalled() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func onlyTheReadySourcesOfAPassAreCalled(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let trace = Recorder<String>()
         let quiet = try TestPipe()
         let busy = try TestPipe()
@@ -170,8 +181,9 @@ struct LoopDescriptorSourceTests {
 
     // MARK: Changing the watched events
 
-    @Test func changingEventsFromReadableToWritableReportsWritableFromTheNextPass() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func changingEventsFromReadableToWritableReportsWritableFromTheNextPass(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: sockets.first, events: .readable) { _, events in
@@ -186,8 +198,9 @@ struct LoopDescriptorSourceTests {
         #expect(reports.elements == [.writable])
     }
 
-    @Test func changingEventsToNoneStopsReportsUntilTheyAreWatchedAgain() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func changingEventsToNoneStopsReportsUntilTheyAreWatchedAgain(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -204,15 +217,17 @@ struct LoopDescriptorSourceTests {
         #expect(reports.elements == [.readable])
     }
 
-    @Test func aSourceWatchingNothingKeepsItsModeAlive() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aSourceWatchingNothingKeepsItsModeAlive(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, _ in }, forMode: .default)
         #expect(loop.runOnePass() == .timedOut)
     }
 
-    @Test func aHandlerThatChangesItsOwnEventsIsCalledForTheNewEventsFromTheNextPass() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aHandlerThatChangesItsOwnEventsIsCalledForTheNewEventsFromTheNextPass(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: sockets.first, events: .readable) { source, events in
@@ -226,8 +241,9 @@ struct LoopDescriptorSourceTests {
         #expect(reports.elements == [.readable, .writable])
     }
 
-    @Test func aSourceWhoseEventsAnEarlierHandlerClearedIsNotCalledInThatPass() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aSourceWhoseEventsAnEarlierHandlerClearedIsNotCalledInThatPass(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let trace = Recorder<String>()
         let first = try TestPipe()
         let second = try TestPipe()
@@ -247,8 +263,9 @@ struct LoopDescriptorSourceTests {
 
     // MARK: Cancelling and removing
 
-    @Test func aSourceCancelledInsideItsHandlerIsNeverCalledAgain() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aSourceCancelledInsideItsHandlerIsNeverCalledAgain(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { source, _ in
@@ -264,8 +281,9 @@ struct LoopDescriptorSourceTests {
         #expect(pipe.readAll() == "x")  // cancelling leaves the descriptor and its data to the caller
     }
 
-    @Test func aSourceCancelledOutsideItsHandlerIsNeverCalledAgain() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aSourceCancelledOutsideItsHandlerIsNeverCalledAgain(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(1) }
@@ -281,8 +299,9 @@ struct LoopDescriptorSourceTests {
         #expect(calls.count == 1)
     }
 
-    @Test func aReadySourceCancelledByAnEarlierHandlerInThePassIsNotCalled() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aReadySourceCancelledByAnEarlierHandlerInThePassIsNotCalled(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let trace = Recorder<String>()
         let first = try TestPipe()
         let second = try TestPipe()
@@ -301,8 +320,9 @@ struct LoopDescriptorSourceTests {
         #expect(trace.elements == ["earlier"])
     }
 
-    @Test func aSourceRemovedFromTheRunningModeIsNoLongerCalledThere() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aSourceRemovedFromTheRunningModeIsNoLongerCalledThere(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let calls = Recorder<LoopMode>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -319,8 +339,9 @@ struct LoopDescriptorSourceTests {
 
     // MARK: Hang-up, error, closed descriptor
 
-    @Test func closingTheWriteEndReportsHangUpOnTheReadEnd() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func closingTheWriteEndReportsHangUpOnTheReadEnd(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -333,8 +354,9 @@ struct LoopDescriptorSourceTests {
         #expect(!report.contains(.invalid))
     }
 
-    @Test func hangUpIsReportedEvenWhenNothingIsWatched() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func hangUpIsReportedEvenWhenNothingIsWatched(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: sockets.first, events: []) { source, events in
@@ -349,8 +371,9 @@ struct LoopDescriptorSourceTests {
         #expect(reports.elements.first?.contains(.hangUp) == true)
     }
 
-    @Test func closingTheReadEndReportsAnErrorOnTheWriteEnd() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func closingTheReadEndReportsAnErrorOnTheWriteEnd(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.writeEnd, events: []) { source, events in
@@ -363,8 +386,9 @@ struct LoopDescriptorSourceTests {
         #expect(reports.elements.first?.contains(.error) == true)
     }
 
-    @Test func aDescriptorClosedWithoutCancellingIsReportedInvalidOnceAndItsSourceIsCancelled() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aDescriptorClosedWithoutCancellingIsReportedInvalidOnceAndItsSourceIsCancelled(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3000)
         let reports = Recorder<DescriptorEvents>()
@@ -380,8 +404,9 @@ struct LoopDescriptorSourceTests {
         #expect(!loop.contains(source, inMode: .default))
     }
 
-    @Test func aRunWhoseOnlySourceLostItsDescriptorFinishesInsteadOfSpinning() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aRunWhoseOnlySourceLostItsDescriptorFinishesInsteadOfSpinning(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3100)
         let calls = Recorder<Int>()
@@ -396,8 +421,9 @@ struct LoopDescriptorSourceTests {
 
     // MARK: Other kinds of descriptor
 
-    @Test func aSocketpairEndIsReportedReadableWhenThePeerSends() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aSocketpairEndIsReportedReadableWhenThePeerSends(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let sockets = try TestSocketPair()
         let received = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: sockets.second, events: .readable) { source, _ in
@@ -411,8 +437,9 @@ struct LoopDescriptorSourceTests {
     }
 
     #if os(Linux)
-    @Test func anEventfdIsReportedReadableOnceWrittenAndLeftForTheHandlerToRead() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func anEventfdIsReportedReadableOnceWrittenAndLeftForTheHandlerToRead(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let counter = try TestEventDescriptor()
         let taken = Recorder<UInt64>()
         loop.add(LoopDescriptorSource(descriptor: counter.descriptor, events: .readable) { _, _ in
@@ -428,8 +455,9 @@ struct LoopDescriptorSourceTests {
         #expect(taken.elements == [5])  // the handler read the whole count: the loop read nothing
     }
 
-    @Test func anEventfdIsReportedWritable() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func anEventfdIsReportedWritable(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let counter = try TestEventDescriptor()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: counter.descriptor, events: .writable) { _, events in
@@ -442,15 +470,17 @@ struct LoopDescriptorSourceTests {
 
     // MARK: Modes and run results
 
-    @Test func aDescriptorSourceKeepsItsModeAlive() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aDescriptorSourceKeepsItsModeAlive(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
         #expect(loop.runOnePass() == .timedOut)
     }
 
-    @Test func aDescriptorSourceInDefaultIsNotPolledWhileTheLoopRunsTracking() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aDescriptorSourceInDefaultIsNotPolledWhileTheLoopRunsTracking(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let calls = Recorder<LoopMode>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -465,8 +495,9 @@ struct LoopDescriptorSourceTests {
         #expect(calls.elements == [.default])
     }
 
-    @Test func aDescriptorSourceInCommonIsPolledWhileTheLoopRunsTracking() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aDescriptorSourceInCommonIsPolledWhileTheLoopRunsTracking(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let calls = Recorder<LoopMode>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -477,9 +508,10 @@ struct LoopDescriptorSourceTests {
         #expect(calls.elements == [.tracking])
     }
 
-    @Test func returnAfterSourceHandledReturnsHandledSourceAfterADescriptorSource() throws {
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func returnAfterSourceHandledReturnsHandledSourceAfterADescriptorSource(_ path: DescriptorWaitPath) throws {
         let clock = ManualLoopClock()
-        let loop = try Loop(clock: clock)
+        let loop = try path.prepare(Loop(clock: clock))
         let pipe = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
         pipe.write()
@@ -487,8 +519,9 @@ struct LoopDescriptorSourceTests {
         #expect(result == .handledSource)
     }
 
-    @Test func aReadyDescriptorEndsTheWaitOfALoopWithNoDeadline() throws {
-        let loop = try Loop(clock: ManualLoopClock())
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aReadyDescriptorEndsTheWaitOfALoopWithNoDeadline(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -551,8 +584,9 @@ struct LoopDescriptorSourceTests {
 /// Descriptor sources with real threads and the real clock: order and conditions only, never elapsed-time bounds.
 @Suite("Descriptor sources across threads", .serialized, .timeLimit(.minutes(1)))
 struct LoopDescriptorSourceThreadTests {
-    @Test func dataWrittenFromAnotherThreadWakesASleepingLoop() throws {
-        let loop = try Loop()
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func dataWrittenFromAnotherThreadWakesASleepingLoop(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop())
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -569,8 +603,9 @@ struct LoopDescriptorSourceThreadTests {
         #expect(reports.elements == [.readable])
     }
 
-    @Test func aSourceAddedFromAnotherThreadIsPolledByTheSleepingLoop() throws {
-        let loop = try Loop()
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aSourceAddedFromAnotherThreadIsPolledByTheSleepingLoop(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop())
         let idle = try TestPipe()
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
@@ -588,8 +623,9 @@ struct LoopDescriptorSourceThreadTests {
         #expect(reports.elements == [.readable])
     }
 
-    @Test func eventsChangedFromAnotherThreadReachTheSleepingLoop() throws {
-        let loop = try Loop()
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func eventsChangedFromAnotherThreadReachTheSleepingLoop(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop())
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: sockets.first, events: .readable) { _, events in
@@ -606,8 +642,9 @@ struct LoopDescriptorSourceThreadTests {
         #expect(reports.elements == [.writable])
     }
 
-    @Test func eventsClearedFromAnotherThreadStopReportsOnTheSleepingLoop() throws {
-        let loop = try Loop()
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func eventsClearedFromAnotherThreadStopReportsOnTheSleepingLoop(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop())
         let pipe = try TestPipe()
         let trace = Recorder<String>()
         let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -629,8 +666,9 @@ struct LoopDescriptorSourceThreadTests {
         #expect(pipe.readAll() == "x")
     }
 
-    @Test func cancellingFromAnotherThreadWhileTheLoopSleepsFinishesItsRun() throws {
-        let loop = try Loop()
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func cancellingFromAnotherThreadWhileTheLoopSleepsFinishesItsRun(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop())
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(1) }

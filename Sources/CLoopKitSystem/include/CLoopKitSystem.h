@@ -20,6 +20,17 @@ int cloopkit_poll_ns(struct pollfd *fds, unsigned long count, int64_t timeout_ns
 /// pipe2(2) with O_NONBLOCK | O_CLOEXEC on both ends (pipe + fcntl where pipe2 does not exist).
 int cloopkit_pipe_nonblocking(int fds[2]);
 
+/// epoll_create1(2) with EPOLL_CLOEXEC; -1 with errno ENOSYS where there is no epoll.
+int cloopkit_epoll_create(void);
+
+/// epoll_ctl(2) on `fd`, with the descriptor itself as the event's data. `operation`: 0 add, 1 modify, 2 remove.
+/// `events` uses epoll's bits: 0x1 EPOLLIN, 0x4 EPOLLOUT (level-triggered; error and hang-up are always reported).
+int cloopkit_epoll_control(int epoll_fd, int operation, int fd, uint32_t events);
+
+/// epoll_wait(2) without blocking: the descriptors that are ready (up to `capacity`, at most 64) and their events
+/// (0x1 EPOLLIN, 0x4 EPOLLOUT, 0x8 EPOLLERR, 0x10 EPOLLHUP). Returns the count, or -1 with errno set.
+int cloopkit_epoll_ready(int epoll_fd, int *fds, uint32_t *events, int capacity);
+
 /// timerfd_create(2) on CLOCK_MONOTONIC with TFD_NONBLOCK | TFD_CLOEXEC; -1 with errno ENOSYS elsewhere.
 int cloopkit_timerfd_create(void);
 

@@ -12,6 +12,10 @@ final class ModeItems {
     var timers = TimerQueue()
     /// The number of valid timers in this mode (stale queue entries not counted).
     var timerCount = 0
+    /// The epoll registrations of `descriptorSources` while the mode is large (see `DescriptorRegistry`).
+    var descriptorRegistry: DescriptorRegistry?
+    /// Epoll refused this mode's descriptors once: it polls them directly from then on.
+    var hasDescriptorRegistryFailed = false
 
     init(mode: LoopMode) {
         self.mode = mode

@@ -122,3 +122,21 @@ extension ExitTest.Result {
         String(decoding: self.standardErrorContent, as: UTF8.self)
     }
 }
+
+/// How a loop waits on a mode's descriptor sources: all of them in its one ppoll (a small mode), or, from
+/// `Loop.largeModeThreshold` sources on, a look at all of them and then a sleep on an epoll set (a large mode). The
+/// descriptor tests run through both.
+enum DescriptorWaitPath: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case ppoll
+    case epoll
+
+    var testDescription: String { self.rawValue }
+
+    /// `loop`, set to take this path from the first descriptor source on.
+    func prepare(_ loop: Loop) -> Loop {
+        if self == .epoll {
+            loop.largeModeThreshold = 1
+        }
+        return loop
+    }
+}

@@ -1,0 +1,203 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Testing
+@testable import LoopKit
+
+/// A mode with `Loop.largeModeThreshold` descriptor sources or more sleeps on an epoll set (`DescriptorRegistry`),
+/// after a look at all its descriptors: the same contract as a small mode's ppoll. The descriptor suites run every
+/// test through both paths; these cover what only the large path has. Real threads assert order and conditions only.
+@Suite("Descriptor sources in a large mode", .serialized, .timeLimit(.minutes(1)))
+struct LargeModeDescriptorTests {
+    private func registry(of loop: Loop, mode: LoopMode = .default) -> DescriptorRegistry? {
+        loop.modeItemsByMode[mode]?.descriptorRegistry
+    }
+
+    @Test func aLargeModeSleepsOnEpollAndCallsOnlyTheSourceThatBecameReady() throws {
+        let loop = try Loop()
+        let pairs = try (0..<100).map { _ in try TestSocketPair() }
+        let calls = Recorder<Int>()
+        for (index, pair) in pairs.enumerated() {
+            loop.add(LoopDescriptorSource(descriptor: pair.first, events: .readable) { _, _ in
+                calls.append(index)
+            }, forMode: .default)
+        }
+        let writer = startThread {
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+            pairs[57].send("x", on: pairs[57].second)
+        }
+        defer { writer.join() }
+        let result = loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+        #expect(result == .handledSource)
+        #expect(calls.elements == [57])
+        #expect(self.registry(of: loop) != nil)
+    }
+
+    @Test func sourcesThatEpollReportsReadyAreCalledLowerOrderFirst() throws {
+        let pipes = try (0..<3).map { _ in try TestPipe() }
+        let sources = zip(pipes, [3, 1, 2]).map { pipe, order in
+            LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable, order: order) { _, _ in }
+        }
+        let registry = try #require(DescriptorRegistry(sources: sources, eventsEpoch: 0))
+        for pipe in pipes { pipe.write() }
+        var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
+        registry.collectReady(into: &ready)
+        #expect(ready.map(\.0.order) == [1, 2, 3])
+        #expect(ready.allSatisfy { $0.1 == .readable })
+    }
+
+    @Test func aDescriptorClosedWithoutCancellingIsReportedInvalidInALargeMode() throws {
+        let loop = try Loop()
+        let idle = try (0..<40).map { _ in try TestPipe() }
+        for pipe in idle {
+            loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        }
+        let pipe = try TestPipe()
+        let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3200)
+        let reports = Recorder<DescriptorEvents>()
+        let source = LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, events in
+            reports.append(events)
+        }
+        loop.add(source, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
+        #expect(self.registry(of: loop) != nil)
+        closeDescriptorForTest(descriptor)
+        let result = loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+        #expect(result == .handledSource)
+        #expect(reports.elements == [.invalid])
+        #expect(!source.isValid)
+    }
+
+    @Test func aClosedDescriptorWhoseFileLivesOnInADuplicateDoesNotMakeTheLoopSpin() throws {
+        let loop = try Loop()
+        loop.largeModeThreshold = 1
+        let keepAlive = try TestPipe()
+        loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        let pipe = try TestPipe()
+        let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3300)  // pipe.readEnd keeps the file open
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
+        closeDescriptorForTest(descriptor)
+        pipe.write()  // epoll still holds the open file under the closed number, and it is readable now
+        let before = loop.counters
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(100)) == .timedOut)
+        #expect(reports.elements == [.invalid])
+        // Not a spin: the report, one wake-up from the stale registration, then a fresh epoll set and a sleep.
+        #expect(loop.counters.since(before).blockingWaits <= 4)
+    }
+
+    @Test func aNumberReusedForAnotherFileIsWatchedForTheNewFile() throws {
+        let loop = try Loop()
+        loop.largeModeThreshold = 1
+        let first = try TestPipe()
+        let number = try highDuplicate(of: first.readEnd, atLeast: 3400)
+        let old = LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in }
+        loop.add(old, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
+        old.cancel()
+        let second = try TestPipe()
+        try #require(dup2(second.readEnd, number) == number)  // closes the old file under `number`, reuses it
+        defer { closeDescriptorForTest(number) }
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: number, events: .readable) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        let writer = startThread {
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+            second.write()
+        }
+        defer { writer.join() }
+        let result = loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+        #expect(result == .handledSource)
+        #expect(reports.elements == [.readable])
+    }
+
+    @Test func eventsChangedOnTheLoopThreadReachTheEpollSetBeforeTheNextSleep() throws {
+        let loop = try Loop()
+        loop.largeModeThreshold = 1
+        let pipe = try TestPipe()
+        let reports = Recorder<DescriptorEvents>()
+        let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, events in
+            reports.append(events)
+        }
+        loop.add(watched, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered, no events
+        let change = LoopSource { _ in watched.events = .readable }  // on the loop's thread: no wake-up needed
+        loop.add(change, forMode: .default)
+        change.signal()
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        let writer = startThread {
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+            pipe.write()  // only epoll can wake the loop for this: it must be watching `.readable` by now
+        }
+        defer { writer.join() }
+        let result = loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+        #expect(result == .handledSource)
+        #expect(reports.elements == [.readable])
+    }
+
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aRegularFileIsReportedReadableOnEveryPass(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop())
+        var template = Array("/tmp/loopkit-test-XXXXXX".utf8CString)
+        let file = mkstemp(&template)
+        try #require(file >= 0)
+        unlink(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        defer { closeDescriptorForTest(file) }
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: file, events: .readable) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        // epoll refuses regular files; poll calls them always ready, and so does the look before each sleep.
+        for _ in 0..<2 {
+            #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        }
+        #expect(reports.elements == [.readable, .readable])
+    }
+
+    @Test func aModeGoesBackToPpollBelowHalfTheThresholdAndKeepsReporting() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let pipes = try (0..<Loop.defaultLargeModeThreshold).map { _ in try TestPipe() }
+        let calls = Recorder<Int>()
+        let sources = pipes.enumerated().map { index, pipe in
+            LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(index) }
+        }
+        for source in sources { loop.add(source, forMode: .default) }
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)
+        #expect(self.registry(of: loop) != nil)
+        for source in sources.dropFirst(Loop.defaultLargeModeThreshold / 2 - 2) { source.cancel() }
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)
+        #expect(self.registry(of: loop) == nil)
+        pipes[1].write()
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1), returnAfterSourceHandled: true) == .handledSource)
+        #expect(calls.elements == [1])
+    }
+
+    @Test func aSourceInTwoLargeModesIsWatchedInEach() throws {
+        let loop = try Loop()
+        loop.largeModeThreshold = 1
+        let pipe = try TestPipe()
+        let reports = Recorder<LoopMode>()
+        let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+            reports.append(loop.currentMode ?? .default)
+            pipe.readAll()
+        }
+        loop.add(source, forMode: .common)
+        for mode in [LoopMode.default, .tracking] {
+            let writer = startThread {
+                guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+                pipe.write()
+            }
+            let result = loop.run(mode: mode, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+            writer.join()
+            #expect(result == .handledSource)
+            #expect(self.registry(of: loop, mode: mode) != nil)
+        }
+        #expect(reports.elements == [.default, .tracking])
+    }
+}
