@@ -22,7 +22,7 @@ let package = Package(
         .target(name: "CLoopBench", path: "Benchmarks/Sources/CLoopBench"),
         .executableTarget(
             name: "loop-bench",
-            dependencies: ["LoopKit", "CLoopBench"],
+            dependencies: ["LoopKit", "CLoopKitSystem", "CLoopBench"],
             path: "Benchmarks/Sources/loop-bench"
         ),
     ],

@@ -5,6 +5,7 @@
 #include "CLoopKitSystem.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <fcntl.h>
@@ -156,6 +157,61 @@ int cloopkit_set_timer_slack(unsigned long nanoseconds) {
 #else
     (void)nanoseconds;
     return 0;
+#endif
+}
+
+#if defined(__linux__)
+// struct sched_attr of sched_setattr(2), which glibc does not declare.
+struct cloopkit_sched_attr {
+    uint32_t size;
+    uint32_t sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime;
+    uint64_t sched_deadline;
+    uint64_t sched_period;
+};
+#endif
+
+int cloopkit_set_scheduler_slice(uint64_t nanoseconds) {
+#if defined(__linux__) && defined(SYS_sched_setattr) && defined(SYS_sched_getattr)
+    struct cloopkit_sched_attr attr = {0};
+    if (syscall(SYS_sched_getattr, 0, &attr, (unsigned)sizeof attr, 0) != 0) {
+        return -1;
+    }
+    if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) {
+        errno = EPERM;  // a real-time or deadline thread is scheduled otherwise: leave it alone
+        return -1;
+    }
+    attr.size = sizeof attr;
+    attr.sched_flags = 0;
+    attr.sched_runtime = nanoseconds;  // the custom slice of EEVDF (Linux 6.12 and later; ignored before)
+    return (int)syscall(SYS_sched_setattr, 0, &attr, 0);
+#else
+    (void)nanoseconds;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+long cloopkit_timer_slack(void) {
+#if defined(__linux__)
+    return (long)prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+#else
+    return -1;
+#endif
+}
+
+int64_t cloopkit_scheduler_slice(void) {
+#if defined(__linux__) && defined(SYS_sched_getattr)
+    struct cloopkit_sched_attr attr = {0};
+    if (syscall(SYS_sched_getattr, 0, &attr, (unsigned)sizeof attr, 0) != 0) {
+        return -1;
+    }
+    return (int64_t)attr.sched_runtime;
+#else
+    return -1;
 #endif
 }
 

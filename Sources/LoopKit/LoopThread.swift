@@ -11,7 +11,10 @@ import Synchronization
 /// after that is a precondition failure, never a silent loss. After `shutdown()`, every run of the loop returns
 /// `.stopped` at once, nested ones too: code that runs the loop in a `while` (a drag) must end on `.stopped`.
 ///
-/// The thread's timer slack is lowered to 1 µs (on Linux), so its timers and display links fire close to their dates.
+/// On Linux the thread is tuned for latency: its timer slack is lowered to 1 µs, so its timers and display links fire
+/// close to their dates, and it asks for a 500 µs scheduler slice, so that a wake-up preempts the thread that woke it
+/// instead of waiting behind it (`PlatformThread.tuneCurrentThreadForLatency`). A loop run on a thread of your own
+/// keeps that thread's settings.
 /// Dropping the last reference to a `LoopThread` shuts it down and joins it. Every member is safe from any thread,
 /// except that `join()` must not be called from the thread itself.
 public final class LoopThread: Sendable {
@@ -28,7 +31,7 @@ public final class LoopThread: Sendable {
         let handoff = Mutex<Loop?>(nil)
         let started = DispatchSemaphore(value: 0)
         self.thread = try PlatformThread.spawn(name: name) {
-            ThreadLocal.setTimerSlack(nanoseconds: 1_000)
+            PlatformThread.tuneCurrentThreadForLatency()
             let loop = Loop.current
             let keepAlive = LoopSource { _ in }
             loop.add(keepAlive, forMode: .default)

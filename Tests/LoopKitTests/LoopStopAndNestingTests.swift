@@ -1,3 +1,5 @@
+import CLoopKitSystem
+import Dispatch
 import Testing
 @testable import LoopKit
 
@@ -107,6 +109,22 @@ struct LoopThreadingTests {
         #expect(other.elements.count == 2)
         #expect(other.elements[0] == other.elements[1])
         #expect(other.elements[0] != ObjectIdentifier(here))
+    }
+
+    @Test func aLoopThreadHasOneMicrosecondOfTimerSlackAndAShortSchedulerSlice() throws {
+        let thread = try LoopThread(name: "test-tuned")
+        defer { thread.shutdownAndJoin() }
+        let settings = Recorder<Int64>()
+        let done = DispatchSemaphore(value: 0)
+        thread.loop.perform {
+            settings.append(Int64(cloopkit_timer_slack()))
+            settings.append(cloopkit_scheduler_slice())
+            done.signal()
+        }
+        done.wait()
+        #expect(settings.elements.first == 1_000)
+        // Kernels before 6.12 have no custom slice and report 0 for an ordinary thread.
+        #expect(settings.elements.last == 500_000 || settings.elements.last == 0)
     }
 
     @Test func theMainLoopIsReachableFromAnyThreadButIsNotTheirs() {

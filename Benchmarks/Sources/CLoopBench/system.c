@@ -194,3 +194,6 @@ void cbench_kernel_release(char *buffer, unsigned long size) {
     }
     snprintf(buffer, size, "%s", name.release);
 }
+int cbench_current_cpu(void) {
+    return sched_getcpu();
+}

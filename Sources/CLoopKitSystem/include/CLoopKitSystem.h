@@ -58,6 +58,19 @@ uint64_t cloopkit_signal_take(int signo);
 /// Lowers the calling thread's timer slack to `nanoseconds` (prctl(PR_SET_TIMERSLACK)); 0 where unsupported.
 int cloopkit_set_timer_slack(unsigned long nanoseconds);
 
+/// Asks the scheduler for a time slice of `nanoseconds` for the calling thread (sched_setattr(2) `sched_runtime` of
+/// a SCHED_OTHER thread: EEVDF's custom slice, Linux 6.12 and later, 100 µs to 100 ms). A shorter slice gives the
+/// thread an earlier virtual deadline, so that when it wakes it preempts the CPU's current thread instead of waiting
+/// behind it. Keeps the thread's policy and nice value. Returns 0, or -1 with errno set (ENOSYS elsewhere).
+int cloopkit_set_scheduler_slice(uint64_t nanoseconds);
+
+/// The calling thread's timer slack in nanoseconds (prctl(2) PR_GET_TIMERSLACK); -1 where unsupported.
+long cloopkit_timer_slack(void);
+
+/// The calling thread's scheduler slice in nanoseconds (sched_getattr(2) `sched_runtime`: 0 for a SCHED_OTHER thread
+/// on kernels before 6.12); -1 where unsupported.
+int64_t cloopkit_scheduler_slice(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -68,10 +68,4 @@ enum ThreadLocal {
 
     /// Whether the calling thread is the process's main thread.
     static var isMainThread: Bool { cloopkit_is_main_thread() }
-
-    /// Lowers the calling thread's timer slack so that timed waits end close to their deadline
-    /// (prctl(2) `PR_SET_TIMERSLACK`; no effect where unsupported).
-    static func setTimerSlack(nanoseconds: UInt) {
-        _ = cloopkit_set_timer_slack(nanoseconds)
-    }
 }

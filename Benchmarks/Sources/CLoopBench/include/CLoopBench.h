@@ -64,6 +64,8 @@ long cbench_read_discard(int fd);
 int cbench_eventfd_signal(int fd);
 /// close(2).
 int cbench_close(int fd);
+/// The CPU the calling thread runs on (sched_getcpu(3)).
+int cbench_current_cpu(void);
 
 // MARK: System-call counting (system.c)
 

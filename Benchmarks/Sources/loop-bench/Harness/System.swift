@@ -1,4 +1,5 @@
 import CLoopBench
+import CLoopKitSystem
 import Foundation
 import Synchronization
 
@@ -23,6 +24,13 @@ enum System {
     /// Lowers the calling thread's timer slack, as `LoopThread` does for its threads (prctl PR_SET_TIMERSLACK).
     static func setTimerSlack(nanoseconds: UInt) {
         _ = cbench_set_timer_slack_ns(nanoseconds)
+    }
+
+    /// Tunes the calling thread as `LoopThread` tunes its own: 1 µs of timer slack and a 500 µs scheduler slice
+    /// (EEVDF's custom slice; see `cloopkit_set_scheduler_slice`). Floors get it too, so that they stay floors.
+    static func tuneLikeALoopThread() {
+        _ = cloopkit_set_timer_slack(1_000)
+        _ = cloopkit_set_scheduler_slice(500_000)
     }
 
     /// Moves the calling thread to the real-time class (SCHED_FIFO); `false` where that is not permitted.

@@ -33,14 +33,15 @@ final class BenchThread: Sendable {
     /// Starts a thread named `name` and returns once `body` has called its `ready` argument.
     ///
     /// - Parameters:
-    ///   - timerSlack: The thread's timer slack in nanoseconds; `nil` keeps the system's (50 µs).
+    ///   - tuned: Whether to tune the thread as `LoopThread` tunes its own (`System.tuneLikeALoopThread`);
+    ///     otherwise it keeps the system's defaults (50 µs timer slack, the default slice), as a user's thread would.
     ///   - body: Runs on the thread; calls `ready` once it is set up, then does its work and returns.
-    init(name: String, timerSlack: UInt? = nil, _ body: @escaping @Sendable (_ ready: () -> Void) -> Void) {
+    init(name: String, tuned: Bool = false, _ body: @escaping @Sendable (_ ready: () -> Void) -> Void) {
         let started = Handoff<ThreadIdentity>()
         let finished = self.finished
         let thread = Thread {
-            if let timerSlack {
-                System.setTimerSlack(nanoseconds: timerSlack)
+            if tuned {
+                System.tuneLikeALoopThread()
             }
             body { started.put(.current) }
             finished.signal()
@@ -85,10 +86,12 @@ final class FoundationLoopThread: @unchecked Sendable {
 
     var identity: ThreadIdentity { self.thread.identity }
 
-    init(name: String) {
+    /// - Parameter tuned: Tune the thread as `LoopThread` tunes its own (a comparison row; Foundation's threads are
+    ///   not tuned as they ship).
+    init(name: String, tuned: Bool = false) {
         let handoff = Handoff<(RunLoop, CFRunLoop)>()
         let stopFlag = self.stopFlag
-        self.thread = BenchThread(name: name) { ready in
+        self.thread = BenchThread(name: name, tuned: tuned) { ready in
             let runLoop = RunLoop.current
             // An empty mode makes `run(mode:before:)` return at once (and callers spin): keep one far timer in it.
             let keepAlive = Timer(fire: .distantFuture, interval: 0, repeats: false) { _ in }
@@ -186,7 +189,7 @@ final class FloorWaiter: Sendable {
         let watched = [self.signalRead] + self.idle
         let signalRead = self.signalRead
         let stopFlag = self.stopFlag
-        self.thread = BenchThread(name: name) { ready in
+        self.thread = BenchThread(name: name, tuned: true) { ready in
             var epoll: CInt = -1
             if wait == .epoll {
                 epoll = cbench_epoll_create()

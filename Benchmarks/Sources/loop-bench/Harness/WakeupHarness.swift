@@ -1,15 +1,21 @@
+import CLoopBench
 import Synchronization
 
 /// Measures one-way wake-up latency: a producer stamps the time and hands work to a sleeping thread; the callback,
 /// when it starts, records how long that took.
 ///
-/// All targets of a scenario are measured in one interleaved sequence (A, B, C, A, B, C ...), so that a burst of
-/// noise from the machine's other tenants lands on every implementation alike. Only one hand-over is in flight at a
+/// All targets of a scenario are measured in one interleaved sequence of rounds (each target once per round, in an
+/// order shuffled every round: C, A, B, B, C, A ...), so that a burst of noise from the machine's other tenants lands
+/// on every implementation alike. The shuffle matters on a VM: how fast a sleeping thread wakes depends on whether
+/// its virtual CPU was halted, which depends on what ran just before, and a fixed rotation gives each target the same
+/// predecessor every time (the last two of seven woke in ~5 µs, the others in ~10 µs). Only one hand-over is in flight at a
 /// time, and before each one the producer sleeps a random 100–300 µs after the previous callback has run, so the
 /// receiving thread is asleep every time. The gaps come from a seeded generator: every run sees the same ones.
 final class WakeupProbe: Sendable {
     private let sentAt = Atomic<UInt64>(0)
     private let arrivals = Atomic<Int>(0)
+    private let senderCPU = Atomic<Int>(-1)
+    private let arrivalsOnSenderCPU = Atomic<Int>(0)
     let latencies: SampleBuffer
 
     init(capacity: Int) {
@@ -19,6 +25,7 @@ final class WakeupProbe: Sendable {
     /// Stamps the hand-over; call right before handing over the work.
     @inline(__always)
     func stampSend() {
+        self.senderCPU.store(Int(cbench_current_cpu()), ordering: .relaxed)
         self.sentAt.store(System.now, ordering: .releasing)
     }
 
@@ -28,14 +35,26 @@ final class WakeupProbe: Sendable {
         let now = System.now
         let sent = self.sentAt.load(ordering: .acquiring)
         self.latencies.record(now &- sent)
+        if Int(cbench_current_cpu()) == self.senderCPU.load(ordering: .relaxed) {
+            self.arrivalsOnSenderCPU.wrappingAdd(1, ordering: .relaxed)
+        }
         self.arrivals.wrappingAdd(1, ordering: .releasing)
     }
 
     var arrived: Int { self.arrivals.load(ordering: .acquiring) }
 
+    /// The share of arrivals whose callback ran on the CPU the producer sent from, in percent. On a VM whose kernel
+    /// packs woken threads onto busy virtual CPUs, this is near 100: every wake-up then waits for the producer to
+    /// leave the CPU.
+    var percentOnSenderCPU: Double {
+        let arrived = self.arrived
+        return arrived == 0 ? 0 : Double(self.arrivalsOnSenderCPU.load(ordering: .relaxed)) * 100 / Double(arrived)
+    }
+
     func reset() {
         self.latencies.reset()
         self.arrivals.store(0, ordering: .releasing)
+        self.arrivalsOnSenderCPU.store(0, ordering: .releasing)
     }
 }
 
@@ -64,8 +83,10 @@ enum WakeupHarness {
         var random = SplitMix64(seed: seed)
         for pass in [warmUpRounds, rounds] {
             for target in targets { target.probe.reset() }
+            var order = Array(targets.indices)
             for _ in 0..<pass {
-                for target in targets {
+                order.shuffle(using: &random)  // a fixed rotation would give each target the same predecessor
+                for target in order.map({ targets[$0] }) {
                     let expected = target.probe.arrived + 1
                     System.sleep(nanoseconds: UInt64.random(in: gapNanoseconds, using: &random))
                     target.probe.stampSend()

@@ -111,11 +111,11 @@ struct DisplayLinkScenario: Scenario {
         }
     }
 
-    /// The floor: a bare thread sleeping to each slot with clock_nanosleep(TIMER_ABSTIME), 1 µs timer slack.
+    /// The floor: a bare thread sleeping to each slot with clock_nanosleep(TIMER_ABSTIME), tuned as a LoopThread is.
     private static func floorSleeper(first: UInt64, slots: Int) -> Ticker {
         let fires = SampleBuffer(capacity: slots * 2 + 64)
         let release = Handoff<Void>()
-        let thread = BenchThread(name: "bench-link-floor", timerSlack: 1_000) { ready in
+        let thread = BenchThread(name: "bench-link-floor", tuned: true) { ready in
             ready()
             defer { release.take() }  // stays alive until its CPU time and switches have been read
             var slot = first

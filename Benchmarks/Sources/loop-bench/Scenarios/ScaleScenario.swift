@@ -193,9 +193,13 @@ struct ScaleScenario: Scenario {
                                                        distribution: Distribution(nanoseconds: samples)))
         }
         report.notes = [
-            "Measured as in `wakeup` (interleaved, random 100–300 µs gaps), with 1, 100 or 1,000 idle eventfds "
+            "Measured as in `wakeup` (shuffled turns, random 100–300 µs gaps), with 1, 100 or 1,000 idle eventfds "
                 + "registered as LoopDescriptorSources (readable) in the running mode. The floors wait on a pipe "
-                + "beside 1 or 1,000 idle eventfds, in poll(2) (what LoopKit uses) and in epoll_wait(2).",
+                + "beside 1 or 1,000 idle eventfds, in poll(2) and in epoll_wait(2).",
+            "LoopKit polls a mode's descriptors in its one ppoll up to 31 sources; from 32 on, it keeps them in an "
+                + "epoll set and sleeps on that, after one look at all of them without waiting (which is how a "
+                + "descriptor closed without cancelling its source is still reported). The 100 and 1,000 rows take "
+                + "that path.",
             "Foundation is not in this table: swift-corelibs-foundation has no public descriptor source on Linux.",
         ]
         return report

@@ -55,7 +55,7 @@ struct TimerScenario: Scenario {
                     + "\(slotsPerTurn * Self.turns) slots, in \(Self.turns) turns of \(slotsPerTurn) taken in rotation "
                     + "with the others (one at a time). Lateness = fire time − the latest slot at or before it; "
                     + "'missed': slots with no fire; 'early': fires before their slot (up to 50 µs, counted as 0).",
-                "LoopKit on a LoopThread and the floor on a thread with 1 µs timer slack; Foundation and Dispatch "
+                "LoopKit on a LoopThread and the floor on a thread tuned the same way (1 µs timer slack, 500 µs slice); Foundation and Dispatch "
                     + "as they ship (their timers are timerfd-based, which timer slack does not delay). The "
                     + "SCHED_FIFO rows (when permitted) put the thread in the real-time class, as display-link "
                     + "threads are elsewhere: the verdicts use the ordinary rows.",
@@ -143,7 +143,7 @@ struct TimerScenario: Scenario {
     static func floorFires(first: UInt64, period: UInt64, slots: Int, realtime: Bool = false) -> [UInt64] {
         let buffer = SampleBuffer(capacity: slots * 2 + 16)
         let end = first + period * UInt64(slots)
-        let thread = BenchThread(name: "bench-timer-floor", timerSlack: 1_000) { ready in
+        let thread = BenchThread(name: "bench-timer-floor", tuned: true) { ready in
             if realtime { _ = System.setRealtimePriority() }
             ready()
             var slot = first

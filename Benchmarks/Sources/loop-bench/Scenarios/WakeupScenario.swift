@@ -6,11 +6,12 @@ import LoopKit
 /// `wakeup`: one-way latency from a producer's time stamp to the start of the callback on a sleeping thread.
 struct WakeupScenario: Scenario {
     let name = "wakeup"
-    let summary = "one-way wake-up latency to a sleeping loop, 7 implementations interleaved, random 100–300 µs gaps"
+    let summary = "one-way wake-up latency to a sleeping loop, 8 implementations interleaved, random 100–300 µs gaps"
 
     static let loopKitPerform = "LoopKit perform"
     static let loopKitSource = "LoopKit signalled source"
     static let foundationPerform = "Foundation perform + CFRunLoopWakeUp"
+    static let foundationPerformTuned = "Foundation perform + wake-up, tuned thread"
     static let foundationTimer = "Foundation timer added, fire date now"
     static let dispatchAsync = "DispatchQueue.async (serial)"
     static let pipeFloor = "floor: poll on a pipe"
@@ -28,21 +29,29 @@ struct WakeupScenario: Scenario {
         report.foundation = Self.foundationPerform
         report.plotsCDF = true
         for (target, samples) in zip(targets, latencies) {
-            report.results.append(ImplementationResult(implementation: target.name,
-                                                       distribution: Distribution(nanoseconds: samples)))
+            report.results.append(ImplementationResult(
+                implementation: target.name, distribution: Distribution(nanoseconds: samples),
+                figures: [Figure(name: "% on sender's CPU", value: target.probe.percentOnSenderCPU)]))
         }
         report.notes = [
             "Each sample: the producer stamps CLOCK_MONOTONIC and hands over work; the callback's first statement "
-                + "stamps again. One hand-over in flight at a time, each after a random 100–300 µs gap; the seven "
-                + "implementations are interleaved so that the machine's noise falls on all of them alike.",
+                + "stamps again. One hand-over in flight at a time, each after a random 100–300 µs gap; the eight "
+                + "implementations take turns in an order shuffled every round, so that the machine's noise, and whatever "
+                + "ran just before a wake-up, falls on all of them alike.",
             "Foundation on Linux: RunLoop.perform does not wake a sleeping loop, so it is followed by "
-                + "CFRunLoopWakeUp, as a user must. LoopKit runs on a LoopThread (timer slack 1 µs); Foundation on a "
-                + "Thread running RunLoop.run(mode:before:); Dispatch on a serial queue of the global pool.",
+                + "CFRunLoopWakeUp, as a user must. LoopKit runs on a LoopThread, Foundation on a Thread running "
+                + "RunLoop.run(mode:before:), Dispatch on a serial queue of the global pool.",
+            "Thread tuning: a LoopThread asks for 1 µs of timer slack and a 500 µs scheduler slice (EEVDF's custom "
+                + "slice, sched_setattr). This kernel runs a woken thread on the waker's CPU ('% on sender's CPU'); "
+                + "with the default slice the woken thread waits there until the producer blocks, with the short one "
+                + "it preempts the producer. The floors get the same tuning, so that they stay floors; Foundation and "
+                + "Dispatch run as they ship, and the 'tuned thread' row shows Foundation on a thread tuned the same "
+                + "way, to separate the tuning from the loop.",
         ]
         return [report]
     }
 
-    /// The seven implementations, each on a thread of its own, asleep until the producer hands over work.
+    /// The eight implementations, each on a thread of its own, asleep until the producer hands over work.
     static func makeTargets(capacity: Int) -> [WakeupTarget] {
         var targets: [WakeupTarget] = []
 
@@ -66,6 +75,12 @@ struct WakeupScenario: Scenario {
         targets.append(WakeupTarget(name: foundationPerform, probe: foundationProbe, consumer: foundationThread.identity, send: {
             foundationThread.perform { foundationProbe.arrive() }
         }, shutdown: { foundationThread.shutdown() }))
+
+        let tunedThread = FoundationLoopThread(name: "bench-fdn-tuned", tuned: true)
+        let tunedProbe = WakeupProbe(capacity: capacity)
+        targets.append(WakeupTarget(name: foundationPerformTuned, probe: tunedProbe, consumer: tunedThread.identity, send: {
+            tunedThread.perform { tunedProbe.arrive() }
+        }, shutdown: { tunedThread.shutdown() }))
 
         let timerThread = FoundationLoopThread(name: "bench-fdn-timer")
         let timerProbe = WakeupProbe(capacity: capacity)
