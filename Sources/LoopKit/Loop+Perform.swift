@@ -37,11 +37,15 @@ extension Loop {
     @discardableResult
     func performBlocks(in mode: LoopMode) -> Bool {
         let commonModes = self.commonModeSet
-        let runnable = self.shared.withLock { state -> [QueuedBlock] in
+        // The queue and the loop's spare buffer trade places, so that neither producers' appends nor the drain
+        // allocate once both have grown. The spare is taken: a run nested in a block drains into its own.
+        var spare = self.spareBlocks
+        self.spareBlocks = []
+        var runnable = self.shared.withLock { state -> [QueuedBlock] in
             guard !state.blocks.isEmpty else { return [] }
             if state.blocks.allSatisfy({ $0.modes.admit(mode, commonModes: commonModes) }) {
-                defer { state.blocks.removeAll(keepingCapacity: false) }
-                return state.blocks
+                swap(&state.blocks, &spare)
+                return spare
             }
             var runnable: [QueuedBlock] = []
             var waiting: [QueuedBlock] = []
@@ -55,10 +59,19 @@ extension Loop {
             state.blocks = waiting
             return runnable
         }
+        if spare.isEmpty {
+            self.spareBlocks = spare  // not traded (nothing queued, or some blocks wait for another mode): keep it
+        }
+        spare = []  // after a trade, `runnable` is left the only reference to the drained buffer, reused below
         for block in runnable {
             self.callOut(.block) { block.body() }
         }
-        return !runnable.isEmpty
+        let ranAny = !runnable.isEmpty
+        runnable.removeAll(keepingCapacity: true)
+        if runnable.capacity > self.spareBlocks.capacity && runnable.capacity <= Loop.spareBlocksCapacityLimit {
+            self.spareBlocks = runnable  // a burst's huge buffer is let go instead
+        }
+        return ranAny
     }
 
     /// Whether a queued block may run in `mode`. Loop thread.

@@ -61,6 +61,9 @@ public final class Loop: @unchecked Sendable {
     weak var tracer: LoopTracer?
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
     var dueTimersScratch: [TimerEntry] = []
+    /// The empty buffer that takes the place of the block queue at the next drain (see `performBlocks`).
+    var spareBlocks: [QueuedBlock] = []
+    static let spareBlocksCapacityLimit = 4_096
 
     /// A loop owned by the calling thread, reading time from `clock`.
     ///
