@@ -222,16 +222,21 @@ int64_t cloopkit_scheduler_slice(void) {
 static _Atomic int cloopkit_signal_fds[CLOOPKIT_MAX_SIGNAL];
 static _Atomic uint64_t cloopkit_signal_counts[CLOOPKIT_MAX_SIGNAL];
 static struct sigaction cloopkit_signal_previous[CLOOPKIT_MAX_SIGNAL];
+// Per signal: how many handler calls are between reading the descriptor and finishing their write, so that
+// uninstalling can wait for them before the caller closes the pipe (a late write must never reach a reused number).
+static _Atomic int cloopkit_signal_writers[CLOOPKIT_MAX_SIGNAL];
 
 static void cloopkit_signal_handler(int signo) {
     int saved = errno;  // the interrupted code may be about to read errno
     if (signo > 0 && signo < CLOOPKIT_MAX_SIGNAL) {
         atomic_fetch_add(&cloopkit_signal_counts[signo], 1);
+        atomic_fetch_add(&cloopkit_signal_writers[signo], 1);  // before the load: see cloopkit_signal_uninstall
         int fd = atomic_load(&cloopkit_signal_fds[signo]) - 1;
         if (fd >= 0) {
             char byte = 1;
             (void)write(fd, &byte, 1);  // non-blocking: a full pipe already wakes the loop
         }
+        atomic_fetch_sub(&cloopkit_signal_writers[signo], 1);
     }
     errno = saved;
 }
@@ -266,6 +271,12 @@ void cloopkit_signal_uninstall(int signo) {
     }
     (void)sigaction(signo, &cloopkit_signal_previous[signo], NULL);  // what was there before, e.g. SIG_IGN
     atomic_store(&cloopkit_signal_fds[signo], 0);
+    // A handler that counted itself in before the store may still write to the old descriptor: wait it out (a few
+    // instructions and one non-blocking write). One that counts itself in after the store reads 0 and writes nothing.
+    // Sequentially consistent atomics order the two sides.
+    while (atomic_load(&cloopkit_signal_writers[signo]) != 0) {
+        sched_yield();
+    }
 }
 
 uint64_t cloopkit_signal_take(int signo) {

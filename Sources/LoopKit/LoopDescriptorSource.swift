@@ -9,6 +9,10 @@ import Synchronization
 /// reported once as `invalid`, after which the loop cancels the source (so it never spins on a dead descriptor); the
 /// source cannot tell a closed descriptor whose number was reused by a new `open`, so cancel before closing.
 ///
+/// A mode with many descriptor sources (32 or more) keeps them in an epoll set, so that its sleep costs the same
+/// however many are idle; the contract above holds there too. Cancelling on the loop's thread before closing costs
+/// one system call; a descriptor closed first may make the loop rebuild the mode's epoll set once (O(n)).
+///
 /// A source may be created on any thread. `events`, `cancel()` and `isValid` are safe from any thread; the handler
 /// runs on the loop's thread. A source belongs to one loop; the descriptor stays the caller's to close.
 // @unchecked Sendable: `handler` and the `// MARK: Loop thread only` state are touched only on the loop's thread;

@@ -49,7 +49,8 @@ void cloopkit_set_thread_name(const char *name);
 /// `EBUSY` when the signal already has a LoopKit handler).
 int cloopkit_signal_install(int signo, int write_fd);
 
-/// Gives `signo` back the disposition it had before `cloopkit_signal_install` and forgets its descriptor.
+/// Gives `signo` back the disposition it had before `cloopkit_signal_install` and forgets its descriptor. Returns once
+/// no handler call can still write to that descriptor, so the caller may close it.
 void cloopkit_signal_uninstall(int signo);
 
 /// The deliveries of `signo` counted since the last call.

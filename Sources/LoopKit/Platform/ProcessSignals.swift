@@ -18,6 +18,9 @@ enum ProcessSignals {
     }
 
     /// Gives `number` back the disposition it had before `install` (sigaction(2)), e.g. `SIG_IGN` under nohup.
+    ///
+    /// Returns once no handler call can still write to the pipe (one already running on another thread is waited
+    /// for), so the pipe may be closed and its descriptor numbers reused.
     static func uninstall(_ number: CInt) {
         cloopkit_signal_uninstall(number)
     }
