@@ -62,6 +62,11 @@ int cloopkit_pipe_nonblocking(int fds[2]) {
 #endif
 }
 
+#if defined(__linux__)
+_Static_assert(CLOOPKIT_EPOLL_IN == EPOLLIN && CLOOPKIT_EPOLL_OUT == EPOLLOUT, "epoll event bits");
+_Static_assert(CLOOPKIT_EPOLL_ERR == EPOLLERR && CLOOPKIT_EPOLL_HUP == EPOLLHUP, "epoll event bits");
+#endif
+
 int cloopkit_epoll_create(void) {
 #if defined(__linux__)
     return epoll_create1(EPOLL_CLOEXEC);
@@ -185,7 +190,7 @@ int cloopkit_set_scheduler_slice(uint64_t nanoseconds) {
         return -1;
     }
     attr.size = sizeof attr;
-    attr.sched_flags = 0;
+    attr.sched_flags &= 0x01;  // SCHED_FLAG_RESET_ON_FORK, if the thread had it; nothing else applies to SCHED_OTHER
     attr.sched_runtime = nanoseconds;  // the custom slice of EEVDF (Linux 6.12 and later; ignored before)
     return (int)syscall(SYS_sched_setattr, 0, &attr, 0);
 #else

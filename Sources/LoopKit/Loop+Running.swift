@@ -315,8 +315,11 @@ extension Loop {
         }
         guard count >= self.largeModeThreshold, !items.hasDescriptorRegistryFailed else { return nil }
         let epoch = self.descriptorEventsEpoch.load(ordering: .acquiring)
-        guard let registry = DescriptorRegistry(sources: items.descriptorSources, eventsEpoch: epoch),
-              registry.prepareToSleep(eventsEpoch: epoch) else {
+        guard let registry = DescriptorRegistry(sources: items.descriptorSources, eventsEpoch: epoch) else {
+            return nil  // no epoll here, or no descriptor left for one: try again when the mode next sleeps
+        }
+        guard registry.prepareToSleep(eventsEpoch: epoch) else {
+            items.hasDescriptorRegistryFailed = true  // epoll refused the sources: this mode keeps ppoll
             return nil
         }
         items.descriptorRegistry = registry

@@ -10,8 +10,9 @@ import Synchronization
 /// source cannot tell a closed descriptor whose number was reused by a new `open`, so cancel before closing.
 ///
 /// A mode with many descriptor sources (32 or more) keeps them in an epoll set, so that its sleep costs the same
-/// however many are idle; the contract above holds there too. Cancelling on the loop's thread before closing costs
-/// one system call; a descriptor closed first may make the loop rebuild the mode's epoll set once (O(n)).
+/// however many are idle; the contract above holds there too. Cancelling before closing costs one system call; a
+/// descriptor closed first, while a `dup` of it lives on elsewhere, may make the loop rebuild the mode's epoll set
+/// once (O(n)).
 ///
 /// A source may be created on any thread. `events`, `cancel()` and `isValid` are safe from any thread; the handler
 /// runs on the loop's thread. A source belongs to one loop; the descriptor stays the caller's to close.

@@ -200,4 +200,123 @@ struct LargeModeDescriptorTests {
         }
         #expect(reports.elements == [.default, .tracking])
     }
+
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aReusedNumberIsNotReportedForTheOldFileOfADuplicate(_ path: DescriptorWaitPath) throws {
+        let loop = try path.prepare(Loop())
+        let first = try TestPipe()
+        let number = try highDuplicate(of: first.readEnd, atLeast: 3600)  // first.readEnd keeps the old file open
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: number, events: .readable) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
+        let second = try TestPipe()
+        try #require(dup2(second.readEnd, number) == number)  // closed without cancelling, and reused at once
+        defer { closeDescriptorForTest(number) }
+        first.write()  // epoll still holds the old file under `number`; the number's new file is empty
+        let before = loop.counters
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(100)) == .timedOut)
+        #expect(reports.elements.isEmpty)
+        // Not a spin: one unconfirmed report from the stale registration, then a fresh epoll set and a sleep.
+        #expect(loop.counters.since(before).blockingWaits <= 4)
+    }
+
+    @Test func aModeWhoseDescriptorsEpollRefusesKeepsPpollWithoutRetryingEverySleep() throws {
+        // epoll refuses to nest epoll sets deeper than a few levels (ELOOP): a source on the deepest one is refused.
+        var chain: [EpollSet] = [try #require(EpollSet())]
+        while chain.count < 16 {
+            let outer = try #require(EpollSet())
+            guard outer.add(chain.last!.descriptor, watching: .readable) == .done else { break }
+            chain.append(outer)
+        }
+        let loop = try Loop()
+        loop.largeModeThreshold = 1
+        let pipe = try TestPipe()
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        loop.add(LoopDescriptorSource(descriptor: chain.last!.descriptor, events: .readable) { _, _ in },
+                 forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)
+        #expect(loop.modeItemsByMode[.default]?.hasDescriptorRegistryFailed == true)
+        #expect(self.registry(of: loop) == nil)
+        let writer = startThread {
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+            pipe.write()
+        }
+        defer { writer.join() }
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        #expect(reports.elements == [.readable])
+        withExtendedLifetime(chain) {}
+    }
+
+    @Test func aHangUpWhileTheLoopSleepsOnEpollIsReported() throws {
+        let loop = try Loop()
+        loop.largeModeThreshold = 1
+        let pipe = try TestPipe()
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        let closer = startThread {
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+            pipe.closeWriteEnd()
+        }
+        defer { closer.join() }
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        #expect(self.registry(of: loop) != nil)
+        #expect(reports.elements.first?.contains(.hangUp) == true)
+    }
+
+    @Test func anErrorWhileTheLoopSleepsOnEpollIsReportedEvenWhenNothingIsWatched() throws {
+        let loop = try Loop()
+        loop.largeModeThreshold = 1
+        let pipe = try TestPipe()
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.writeEnd, events: []) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        let closer = startThread {
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+            pipe.closeReadEnd()
+        }
+        defer { closer.join() }
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        #expect(reports.elements.first?.contains(.error) == true)
+    }
+
+    @Test func cancellingOnAnotherThreadThenClosingAndReusingTheNumberNeedsNoRebuild() throws {
+        let loop = try Loop()
+        loop.largeModeThreshold = 1
+        let keepAlive = try TestPipe()
+        loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        let first = try TestPipe()
+        let number = try highDuplicate(of: first.readEnd, atLeast: 3700)
+        let old = LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in }
+        loop.add(old, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
+        let epollBefore = try #require(self.registry(of: loop)).descriptor
+        let second = try TestPipe()
+        let canceller = startThread {
+            old.cancel()  // queued for the loop's thread, which removes it from epoll after the close below
+            closeDescriptorForTest(number)
+        }
+        canceller.join()
+        try #require(dup2(second.readEnd, number) == number)
+        defer { closeDescriptorForTest(number) }
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: number, events: .readable) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        let writer = startThread {
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+            second.write()
+        }
+        defer { writer.join() }
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        #expect(reports.elements == [.readable])
+        #expect(self.registry(of: loop)?.descriptor == epollBefore)
+    }
 }

@@ -23,12 +23,25 @@ int cloopkit_pipe_nonblocking(int fds[2]);
 /// epoll_create1(2) with EPOLL_CLOEXEC; -1 with errno ENOSYS where there is no epoll.
 int cloopkit_epoll_create(void);
 
-/// epoll_ctl(2) on `fd`, with the descriptor itself as the event's data. `operation`: 0 add, 1 modify, 2 remove.
-/// `events` uses epoll's bits: 0x1 EPOLLIN, 0x4 EPOLLOUT (level-triggered; error and hang-up are always reported).
+/// The operations of `cloopkit_epoll_control` (EPOLL_CTL_ADD, _MOD, _DEL).
+#define CLOOPKIT_EPOLL_ADD 0
+#define CLOOPKIT_EPOLL_MODIFY 1
+#define CLOOPKIT_EPOLL_REMOVE 2
+
+/// epoll's event bits, for `cloopkit_epoll_control` and `cloopkit_epoll_ready` (EPOLLIN, EPOLLOUT, EPOLLERR,
+/// EPOLLHUP), without including sys/epoll.h where there is none.
+#define CLOOPKIT_EPOLL_IN 0x001u
+#define CLOOPKIT_EPOLL_OUT 0x004u
+#define CLOOPKIT_EPOLL_ERR 0x008u
+#define CLOOPKIT_EPOLL_HUP 0x010u
+
+/// epoll_ctl(2) on `fd`, with the descriptor itself as the event's data: one of the CLOOPKIT_EPOLL_ADD, _MODIFY and
+/// _REMOVE operations, watching `events` (CLOOPKIT_EPOLL_IN, _OUT; level-triggered; error and hang-up are always
+/// reported).
 int cloopkit_epoll_control(int epoll_fd, int operation, int fd, uint32_t events);
 
 /// epoll_wait(2) without blocking: the descriptors that are ready (up to `capacity`, at most 64) and their events
-/// (0x1 EPOLLIN, 0x4 EPOLLOUT, 0x8 EPOLLERR, 0x10 EPOLLHUP). Returns the count, or -1 with errno set.
+/// (CLOOPKIT_EPOLL_IN, _OUT, _ERR, _HUP). Returns the count, or -1 with errno set.
 int cloopkit_epoll_ready(int epoll_fd, int *fds, uint32_t *events, int capacity);
 
 /// timerfd_create(2) on CLOCK_MONOTONIC with TFD_NONBLOCK | TFD_CLOEXEC; -1 with errno ENOSYS elsewhere.

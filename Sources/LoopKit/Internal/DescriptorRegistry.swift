@@ -15,9 +15,11 @@
 ///
 /// Registrations follow the sources as they join and leave the mode (`add`, `remove`) and, before each sleep, their
 /// `events` when any source's events changed (`Loop.descriptorEventsEpoch`). A descriptor closed before its source
-/// left may live on in the kernel's set under its old number (when a `dup` of it is still open elsewhere) and report
-/// readiness no source asked for: such numbers are remembered as suspect, and a report for one makes the registry
-/// start over with a new epoll instance, instead of calling a source for another file's events.
+/// left may live on in the kernel's set under its old number (when a `dup` of its file is still open elsewhere) and
+/// report readiness that belongs to no source, even after the number is reused. `EpollSet` confirms every report
+/// with poll on the number as it is now; a report poll does not confirm, or one for a number no source watches,
+/// makes the registry start over with a new epoll instance before the next sleep, instead of calling a source for
+/// another file's events or waking again and again.
 ///
 /// Loop thread only.
 final class DescriptorRegistry {
@@ -26,15 +28,16 @@ final class DescriptorRegistry {
         var sources: [LoopDescriptorSource]
         /// The events registered: the union of the sources' events when last synced.
         var events: DescriptorEvents
-        /// Whether epoll holds the descriptor. A regular file cannot join (`EPERM`): poll always reports it ready, so
-        /// the look before each sleep finds it, and the loop never sleeps while it is watched, as with ppoll.
+        /// Whether epoll holds the descriptor.
         var isInEpoll: Bool
+        /// Whether epoll refused it: a regular file (poll calls it always ready, so the look before each sleep finds
+        /// it and the loop never sleeps while it is watched, as with ppoll), or a closed number. Not tried again until
+        /// a source joins on the number.
+        var isRefused: Bool
     }
 
     private var epoll: EpollSet
     private var registrations: [CInt: Registration] = [:]
-    /// Descriptor numbers whose registration may have outlived their file (see the type's documentation).
-    private var suspects: Set<CInt> = []
     private var needsRebuild = false
     private var syncedEventsEpoch: UInt64
     /// Set when epoll refused a registration for a reason that starting over does not cure (the watch limit): the
@@ -44,12 +47,13 @@ final class DescriptorRegistry {
     /// The descriptor to poll: readable while a registered descriptor is ready.
     var descriptor: CInt { self.epoll.descriptor }
 
-    /// Registers `sources`; `nil` where there is no epoll or no descriptor left (the mode keeps ppoll).
+    /// Registers `sources`; `nil` where there is no epoll or no descriptor left (the mode keeps ppoll). Check
+    /// `hasFailed` after: epoll may refuse the sources.
     init?(sources: [LoopDescriptorSource], eventsEpoch: UInt64) {
         guard let epoll = EpollSet() else { return nil }
         self.epoll = epoll
         self.syncedEventsEpoch = eventsEpoch
-        for source in sources {
+        for source in sources where !self.hasFailed {
             self.add(source)
         }
     }
@@ -58,7 +62,7 @@ final class DescriptorRegistry {
     func add(_ source: LoopDescriptorSource) {
         let descriptor = source.descriptor
         guard var registration = self.registrations[descriptor] else {
-            var registration = Registration(sources: [source], events: source.events, isInEpoll: false)
+            var registration = Registration(sources: [source], events: [], isInEpoll: false, isRefused: false)
             self.enter(descriptor, &registration)
             self.registrations[descriptor] = registration
             return
@@ -67,6 +71,7 @@ final class DescriptorRegistry {
         // Registered again even when the events stay the same: the number may now name another file (an earlier
         // source's descriptor was closed without cancelling it, and the number reused), which epoll does not hold.
         registration.isInEpoll = false
+        registration.isRefused = false
         self.update(descriptor, &registration)
         self.registrations[descriptor] = registration
     }
@@ -85,12 +90,10 @@ final class DescriptorRegistry {
         self.registrations[descriptor] = nil
         guard registration.isInEpoll else { return }
         switch self.epoll.remove(descriptor) {
-        case .done:
+        case .done, .closed, .notRegistered:
+            // Closed (maybe reused) before its source left: epoll dropped the file with its last descriptor, or keeps
+            // it under this number while a dup lives on; a report from it is then not confirmed, and starts over.
             break
-        case .closed, .notRegistered:
-            // Closed (and maybe reused) before its source left: the kernel may still hold the old file under this
-            // number, if a dup of it is open somewhere.
-            self.suspects.insert(descriptor)
         case .alreadyRegistered, .unsupported, .failed:
             self.needsRebuild = true
         }
@@ -104,7 +107,7 @@ final class DescriptorRegistry {
         if self.needsRebuild {
             self.rebuild()
         } else if eventsEpoch != self.syncedEventsEpoch {
-            for descriptor in Array(self.registrations.keys) {
+            for descriptor in Array(self.registrations.keys) where !self.hasFailed {
                 self.update(descriptor, &self.registrations[descriptor]!)
             }
         }
@@ -112,27 +115,30 @@ final class DescriptorRegistry {
         return !self.hasFailed
     }
 
-    /// Appends the sources that epoll reports ready to `ready`, in `(order, sequence)` order.
+    /// Appends the sources that epoll reports ready, with what poll confirms for them, to `ready`, in
+    /// `(order, sequence)` order.
     ///
-    /// A report for a suspect number, or one no source watches, is not passed on: the registry starts over before
-    /// the next sleep, and the look before that sleep finds what is really ready.
+    /// A report that poll does not confirm, or one for a number no source watches, is not passed on: the registry
+    /// starts over before the next sleep, and the look before that sleep finds what is really ready.
     func collectReady(into ready: inout [(LoopDescriptorSource, DescriptorEvents)]) {
         let start = ready.count
-        _ = self.epoll.forEachReady { descriptor, events in
-            guard !self.suspects.contains(descriptor), let registration = self.registrations[descriptor] else {
+        self.epoll.forEachReady(confirmed: { descriptor, events in
+            guard let registration = self.registrations[descriptor] else {
                 self.needsRebuild = true
                 return
             }
             for source in registration.sources {
                 ready.append((source, events))
             }
-        }
+        }, stale: { _ in
+            self.needsRebuild = true
+        })
         if ready.count - start > 1 {
             ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
         }
     }
 
-    /// Adds `descriptor` to epoll, watching what its registration asks for.
+    /// Adds `descriptor` to epoll, watching what its sources ask for.
     private func enter(_ descriptor: CInt, _ registration: inout Registration) {
         registration.events = Self.union(of: registration.sources)
         switch self.epoll.add(descriptor, watching: registration.events) {
@@ -141,33 +147,34 @@ final class DescriptorRegistry {
         case .alreadyRegistered:
             // A registration from before this number was reused: watch the new events under it.
             registration.isInEpoll = self.epoll.modify(descriptor, watching: registration.events) == .done
-        case .unsupported, .closed:
-            registration.isInEpoll = false  // the look before each sleep reports it (ready, or invalid)
-        case .notRegistered:
-            registration.isInEpoll = false
+        case .unsupported, .closed, .notRegistered:
+            registration.isRefused = true  // the look before each sleep reports it (ready, or invalid)
         case .failed:
             self.hasFailed = true
         }
     }
 
-    /// Re-registers `descriptor` if the union of its sources' events changed.
+    /// Re-registers `descriptor` if the union of its sources' events changed, or enters it if it is not in epoll.
     private func update(_ descriptor: CInt, _ registration: inout Registration) {
-        let events = Self.union(of: registration.sources)
-        guard events != registration.events || !registration.isInEpoll else { return }
         guard registration.isInEpoll else {
-            self.enter(descriptor, &registration)
+            if !registration.isRefused {
+                self.enter(descriptor, &registration)
+            }
             return
         }
+        let events = Self.union(of: registration.sources)
+        guard events != registration.events else { return }
         registration.events = events
         switch self.epoll.modify(descriptor, watching: events) {
         case .done:
             break
         case .notRegistered:
-            self.enter(descriptor, &registration)  // its file was closed and the number reused
-        case .closed:
             registration.isInEpoll = false
-            self.suspects.insert(descriptor)
-        case .alreadyRegistered, .unsupported:
+            self.enter(descriptor, &registration)  // its file was closed and the number reused
+        case .closed, .unsupported:
+            registration.isInEpoll = false
+            registration.isRefused = true
+        case .alreadyRegistered:
             self.needsRebuild = true
         case .failed:
             self.hasFailed = true
@@ -177,14 +184,14 @@ final class DescriptorRegistry {
     /// Starts over with a new epoll instance holding exactly the current registrations.
     private func rebuild() {
         self.needsRebuild = false
-        self.suspects.removeAll()
         guard let epoll = EpollSet() else {
             self.hasFailed = true
             return
         }
         self.epoll = epoll
-        for descriptor in Array(self.registrations.keys) {
+        for descriptor in Array(self.registrations.keys) where !self.hasFailed {
             self.registrations[descriptor]!.isInEpoll = false
+            self.registrations[descriptor]!.isRefused = false
             self.enter(descriptor, &self.registrations[descriptor]!)
         }
     }

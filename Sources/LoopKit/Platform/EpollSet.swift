@@ -9,8 +9,9 @@ import CLoopKitSystem
 /// is ready. Waiting on it costs the same for one descriptor as for ten thousand; poll(2) costs O(n) per wait.
 ///
 /// Level-triggered, keyed by descriptor number. The kernel drops a registration by itself when the last descriptor
-/// of its open file is closed, and keeps it (under the old number) while a `dup` of it lives on: `DescriptorRegistry`
-/// deals with both. Linux only: `init` fails elsewhere. Loop thread only.
+/// of its open file is closed, and keeps it, under the old number, while a `dup` of the file lives on elsewhere, even
+/// after the number is reused for another file. So `forEachReady` confirms every report with poll(2) on the number as
+/// it is now, and tells stale ones apart. Linux only: `init` fails elsewhere. Loop thread only.
 final class EpollSet {
     /// What a change of registration did.
     enum ChangeResult: Equatable {
@@ -19,17 +20,21 @@ final class EpollSet {
         case notRegistered
         /// `EEXIST`: the descriptor is in the set already.
         case alreadyRegistered
-        /// `EBADF`: the descriptor is closed.
+        /// `EBADF`: the descriptor is closed. Not a LoopKit bug here (which `nonBlockingCall` would trap on): the
+        /// descriptors are the user's, and closing one without cancelling its source is allowed.
         case closed
-        /// `EPERM`: the descriptor does not support readiness (a regular file, a directory); poll reports it ready.
+        /// `EPERM` (a regular file or directory: poll calls it always ready) or `EINVAL` (the descriptor is this
+        /// set itself: a number reused after a close): epoll cannot watch it.
         case unsupported
-        /// Anything else (`ENOMEM`, `ENOSPC`: the user's limit of watches): the set cannot stand for its descriptors.
+        /// Anything else (`ENOMEM`, `ENOSPC`: the user's limit of watches, `ELOOP`): the set cannot stand for its
+        /// descriptors.
         case failed(errno: CInt)
     }
 
     let descriptor: CInt
     private var readyDescriptors = [CInt](repeating: -1, count: EpollSet.batch)
     private var readyEvents = [UInt32](repeating: 0, count: EpollSet.batch)
+    private var confirmations = [pollfd](repeating: pollfd(fd: -1, events: 0, revents: 0), count: EpollSet.batch)
 
     /// At most this many ready descriptors are taken per look; the rest stay ready for the next (level-triggered).
     static let batch = 64
@@ -47,52 +52,79 @@ final class EpollSet {
 
     /// Adds `descriptor`, watching `events` (error and hang-up are always reported). epoll_ctl(2), `EPOLL_CTL_ADD`.
     func add(_ descriptor: CInt, watching events: DescriptorEvents) -> ChangeResult {
-        self.control(0, descriptor, events)
+        self.control(CLOOPKIT_EPOLL_ADD, descriptor, events)
     }
 
     /// Changes what `descriptor` is watched for. epoll_ctl(2), `EPOLL_CTL_MOD`.
     func modify(_ descriptor: CInt, watching events: DescriptorEvents) -> ChangeResult {
-        self.control(1, descriptor, events)
+        self.control(CLOOPKIT_EPOLL_MODIFY, descriptor, events)
     }
 
     /// Takes `descriptor` out of the set. epoll_ctl(2), `EPOLL_CTL_DEL`.
     func remove(_ descriptor: CInt) -> ChangeResult {
-        self.control(2, descriptor, [])
+        self.control(CLOOPKIT_EPOLL_REMOVE, descriptor, [])
     }
 
     private func control(_ operation: CInt, _ descriptor: CInt, _ events: DescriptorEvents) -> ChangeResult {
         var mask: UInt32 = 0
-        if events.contains(.readable) { mask |= 0x1 }  // EPOLLIN
-        if events.contains(.writable) { mask |= 0x4 }  // EPOLLOUT
+        if events.contains(.readable) { mask |= CLOOPKIT_EPOLL_IN }
+        if events.contains(.writable) { mask |= CLOOPKIT_EPOLL_OUT }
         guard cloopkit_epoll_control(self.descriptor, operation, descriptor, mask) != 0 else { return .done }
         switch currentErrno {
         case ENOENT: return .notRegistered
         case EEXIST: return .alreadyRegistered
         case EBADF: return .closed
-        case EPERM: return .unsupported
+        case EPERM, EINVAL: return .unsupported
         case let code: return .failed(errno: code)
         }
     }
 
-    /// Calls `body` with each ready descriptor and its events, without waiting (epoll_wait(2) with a zero timeout).
+    /// Takes the descriptors epoll reports ready, without waiting (epoll_wait(2) with a zero timeout), and confirms
+    /// them with one poll(2) on their numbers as they are now.
     ///
-    /// - Returns: How many were ready (at most `batch`).
-    func forEachReady(_ body: (CInt, DescriptorEvents) -> Void) -> Int {
+    /// - Parameters:
+    ///   - confirmed: Called with each descriptor whose report poll confirms, and what poll reports for it (which may
+    ///     include `.invalid`: the number was closed).
+    ///   - stale: Called with each descriptor that epoll reports but poll finds not ready: a registration that
+    ///     outlived its number (its file lives on in a `dup`; the number was closed or now names another file).
+    func forEachReady(confirmed: (CInt, DescriptorEvents) -> Void, stale: (CInt) -> Void) {
         let count = self.readyDescriptors.withUnsafeMutableBufferPointer { descriptors in
             self.readyEvents.withUnsafeMutableBufferPointer { events in
                 cloopkit_epoll_ready(self.descriptor, descriptors.baseAddress, events.baseAddress, CInt(EpollSet.batch))
             }
         }
-        guard count > 0 else { return 0 }  // -1: EINTR cannot happen without a timeout; nothing is lost either way
+        guard count > 0 else { return }  // -1: EINTR cannot happen without a timeout; nothing is lost either way
         for index in 0..<Int(count) {
-            let raw = self.readyEvents[index]
-            var events: DescriptorEvents = []
-            if raw & 0x1 != 0 { events.insert(.readable) }  // EPOLLIN
-            if raw & 0x4 != 0 { events.insert(.writable) }  // EPOLLOUT
-            if raw & 0x8 != 0 { events.insert(.error) }  // EPOLLERR
-            if raw & 0x10 != 0 { events.insert(.hangUp) }  // EPOLLHUP
-            body(self.readyDescriptors[index], events)
+            let reported = self.readyEvents[index]
+            var asked: Int16 = 0
+            if reported & CLOOPKIT_EPOLL_IN != 0 { asked |= Int16(POLLIN) }
+            if reported & CLOOPKIT_EPOLL_OUT != 0 { asked |= Int16(POLLOUT) }
+            self.confirmations[index] = pollfd(fd: self.readyDescriptors[index], events: asked, revents: 0)
         }
-        return Int(count)
+        let polled = self.confirmations.withUnsafeMutableBufferPointer { buffer in
+            cloopkit_poll_ns(buffer.baseAddress, UInt(count), 0)
+        }
+        for index in 0..<Int(count) {
+            let descriptor = self.readyDescriptors[index]
+            var revents = Int32(self.confirmations[index].revents)
+            if polled < 0 {  // poll itself failed (ENOMEM): go by epoll's report, unconfirmed
+                let reported = self.readyEvents[index]
+                revents = (reported & CLOOPKIT_EPOLL_IN != 0 ? Int32(POLLIN) : 0)
+                    | (reported & CLOOPKIT_EPOLL_OUT != 0 ? Int32(POLLOUT) : 0)
+                    | (reported & CLOOPKIT_EPOLL_ERR != 0 ? Int32(POLLERR) : 0)
+                    | (reported & CLOOPKIT_EPOLL_HUP != 0 ? Int32(POLLHUP) : 0)
+            }
+            var events: DescriptorEvents = []
+            if revents & Int32(POLLIN) != 0 { events.insert(.readable) }
+            if revents & Int32(POLLOUT) != 0 { events.insert(.writable) }
+            if revents & Int32(POLLERR) != 0 { events.insert(.error) }
+            if revents & Int32(POLLHUP) != 0 { events.insert(.hangUp) }
+            if revents & Int32(POLLNVAL) != 0 { events.insert(.invalid) }
+            if events.isEmpty {
+                stale(descriptor)
+            } else {
+                confirmed(descriptor, events)
+            }
+        }
     }
 }
