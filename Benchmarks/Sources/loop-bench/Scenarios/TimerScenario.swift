@@ -1,5 +1,7 @@
+import CLoopKitSystem
 import Dispatch
 import Foundation
+import Glibc
 import LoopKit
 
 /// `timer`: how late repeating timers fire against their grid, at 1 ms and at 8.333 ms (120 Hz).
@@ -11,6 +13,7 @@ struct TimerScenario: Scenario {
     static let foundation = "Foundation Timer"
     static let dispatch = "DispatchSourceTimer (strict)"
     static let floor = "floor: clock_nanosleep (absolute)"
+    static let pollFloor = "floor: ppoll on a timerfd (absolute)"
     static let loopKitRealtime = "LoopKit LoopTimer, SCHED_FIFO thread"
     static let floorRealtime = "floor, SCHED_FIFO thread"
 
@@ -55,7 +58,10 @@ struct TimerScenario: Scenario {
                     + "\(slotsPerTurn * Self.turns) slots, in \(Self.turns) turns of \(slotsPerTurn) taken in rotation "
                     + "with the others (one at a time). Lateness = fire time − the latest slot at or before it; "
                     + "'missed': slots with no fire; 'early': fires before their slot (up to 50 µs, counted as 0).",
-                "LoopKit on a LoopThread and the floor on a thread tuned the same way (1 µs timer slack, 500 µs slice); Foundation and Dispatch "
+                "The ppoll floor sleeps the way a loop that also watches descriptors must: in ppoll on a timerfd armed "
+                    + "at each slot. It shows what the wait itself costs over clock_nanosleep; the verdicts use the "
+                    + "clock_nanosleep floor.",
+                "LoopKit on a LoopThread and the floors on threads tuned the same way (1 µs timer slack, 500 µs slice); Foundation and Dispatch "
                     + "as they ship (their timers are timerfd-based, which timer slack does not delay). The "
                     + "SCHED_FIFO rows (when permitted) put the thread in the real-time class, as display-link "
                     + "threads are elsewhere: the verdicts use the ordinary rows.",
@@ -80,7 +86,8 @@ struct TimerScenario: Scenario {
     static var runners: [Runner] {
         var runners = [Runner(name: loopKit, fires: { loopKitFires(first: $0, period: $1, slots: $2) }),
                        Runner(name: foundation, fires: foundationFires), Runner(name: dispatch, fires: dispatchFires),
-                       Runner(name: floor, fires: { floorFires(first: $0, period: $1, slots: $2) })]
+                       Runner(name: floor, fires: { floorFires(first: $0, period: $1, slots: $2) }),
+                       Runner(name: pollFloor, fires: pollFloorFires)]
         if System.canUseRealtime {
             // What the thread's scheduling class buys on a shared machine: the same two, out of reach of the
             // other tenants' time slices.
@@ -136,6 +143,33 @@ struct TimerScenario: Scenario {
         timer.activate()
         waitForSlots(first: first, period: period, slots: slots)
         timer.cancel()
+        return buffer.values
+    }
+
+    /// The floor of a loop that waits on descriptors too: a bare thread in ppoll on a timerfd armed at each slot
+    /// (absolute CLOCK_MONOTONIC), skipping missed slots.
+    static func pollFloorFires(first: UInt64, period: UInt64, slots: Int) -> [UInt64] {
+        let buffer = SampleBuffer(capacity: slots * 2 + 16)
+        let end = first + period * UInt64(slots)
+        let thread = BenchThread(name: "bench-timer-pfloor", tuned: true) { ready in
+            let timer = cloopkit_timerfd_create()
+            precondition(timer >= 0, "timerfd_create failed")
+            ready()
+            var descriptors = [pollfd(fd: timer, events: Int16(POLLIN), revents: 0)]
+            var slot = first
+            while slot < end {
+                _ = cloopkit_timerfd_arm(timer, slot)
+                _ = cloopkit_poll_ns(&descriptors, 1, -1)
+                let now = System.now
+                buffer.record(now)
+                slot += period
+                if slot <= now {
+                    slot += (now - slot) / period * period + period
+                }
+            }
+            _ = close(timer)
+        }
+        thread.join()
         return buffer.values
     }
 
