@@ -377,6 +377,9 @@ extension Loop {
 
     /// The instant to wake for the mode's timers (coalesced within their tolerances), or `nil` without timers.
     func nextTimerWake(in items: ModeItems) -> LoopInstant? {
+        if items.nextDueTimer < items.dueTimers.count {  // an outer pass's batch, still due: do not sleep
+            return LoopInstant(nanoseconds: items.dueTimers[items.nextDueTimer].deadline)
+        }
         let mode = items.mode
         items.timers.dropStaleTop { Loop.isLive($0, in: mode) }
         return items.timers.coalescedWakeTime { Loop.isLive($0, in: mode) }.map(LoopInstant.init(nanoseconds:))
@@ -384,20 +387,19 @@ extension Loop {
 
     /// Fires every timer of the mode due at `now`, earliest first (equal dates in the order added).
     ///
-    /// All due timers are collected before any callback runs, so a timer added or moved by a callback waits for the
-    /// next pass. The collected entries stay queued until their timer fires, so that a callback which runs the loop
-    /// nested does not hold back the other timers of this batch: the nested run fires them on their slots, and
-    /// firing makes the entry stale (a new generation, or the timer left the mode), so this batch skips them.
+    /// All due timers are taken from the queue before any callback runs, so a timer added or moved by a callback
+    /// waits for the next pass. The batch is kept on the mode (`dueTimers`, fired up to `nextDueTimer`), so that a callback
+    /// which runs the loop nested in this mode does not hold the rest back: the nested run fires them first, on their
+    /// slots, and this batch finds them gone. A run nested in another mode fires a timer of both modes from its own
+    /// queue, which makes this batch's entry stale (a new generation), so it is skipped.
     private func fireDueTimers(in items: ModeItems, now: LoopInstant) {
         let mode = items.mode
+        // Fired first: an outer pass's batch (this is a run nested in one of its callbacks), due before anything else.
+        self.fireUnfiredDueTimers(of: items)
         guard let first = items.timers.first, first.deadline <= now.nanoseconds else { return }
         // The loop's scratch buffer, taken so that a run nested in a callback gets (and allocates) its own.
         var due = self.dueTimersScratch
         self.dueTimersScratch = []
-        defer {
-            due.removeAll(keepingCapacity: true)
-            self.dueTimersScratch = due
-        }
         while let entry = items.timers.first, entry.deadline <= now.nanoseconds {
             items.timers.removeFirst()
             // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
@@ -405,10 +407,27 @@ extension Loop {
                 due.append(entry)
             }
         }
-        for entry in due {
-            items.timers.insert(entry)
-        }
-        for entry in due {
+        // Any earlier batch was fired to its end above: this one takes its place.
+        items.dueTimers = due
+        items.nextDueTimer = 0
+        due = []
+        self.fireUnfiredDueTimers(of: items)
+        // The batch's buffer (a nested run may have put its own in its place), kept for the next pass.
+        due = items.dueTimers
+        items.dueTimers = []
+        items.nextDueTimer = 0
+        due.removeAll(keepingCapacity: true)
+        self.dueTimersScratch = due
+        items.timers.checkInvariants()
+    }
+
+    /// Fires the entries of `items.dueTimers` from `nextDueTimer` on, in order; each is counted as taken before its
+    /// callback runs.
+    private func fireUnfiredDueTimers(of items: ModeItems) {
+        let mode = items.mode
+        while items.nextDueTimer < items.dueTimers.count {
+            let entry = items.dueTimers[items.nextDueTimer]
+            items.nextDueTimer += 1
             let timer = entry.timer
             guard Loop.isLive(entry, in: mode), !timer.isFiring, timer.isValid else { continue }
             let stillScheduled = self.callOut(.timer) {
@@ -420,7 +439,6 @@ extension Loop {
                 self.detachEverywhere(timer)
             }
         }
-        items.timers.checkInvariants()
     }
 
     /// Calls the ready descriptor sources in `order`, skipping any that an earlier callback cancelled or removed.

@@ -12,6 +12,9 @@ final class ModeItems {
     var timers = TimerQueue()
     /// The number of valid timers in this mode (stale queue entries not counted).
     var timerCount = 0
+    /// The due timers a pass took from `timers`, fired in order up to `nextDueTimer` (see `Loop.fireDueTimers`).
+    var dueTimers: [TimerEntry] = []
+    var nextDueTimer = 0
     /// The epoll registrations of `descriptorSources` while the mode is large (see `DescriptorRegistry`).
     var descriptorRegistry: DescriptorRegistry?
     /// Epoll refused this mode's descriptors once: it polls them directly from then on.
