@@ -1,4 +1,5 @@
 import CLoopBench
+import CLoopKitSystem
 import CoreFoundation
 import Dispatch
 import Foundation
@@ -40,6 +41,7 @@ final class BenchThread: Sendable {
         let started = Handoff<ThreadIdentity>()
         let finished = self.finished
         let thread = Thread {
+            cloopkit_set_thread_name(name)  // for perf and top: Foundation's `Thread.name` does not reach the kernel
             if tuned {
                 System.tuneLikeALoopThread()
             }
