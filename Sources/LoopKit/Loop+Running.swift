@@ -412,12 +412,15 @@ extension Loop {
         items.nextDueTimer = 0
         due = []
         self.fireUnfiredDueTimers(of: items)
-        // The batch's buffer (a nested run may have put its own in its place), kept for the next pass.
+        // The batch's buffer, kept for the next pass, unless a nested run left a larger one there (it replaced this
+        // batch with its own, and parked its buffer in the scratch when it finished).
         due = items.dueTimers
         items.dueTimers = []
         items.nextDueTimer = 0
         due.removeAll(keepingCapacity: true)
-        self.dueTimersScratch = due
+        if due.capacity > self.dueTimersScratch.capacity {
+            self.dueTimersScratch = due
+        }
         items.timers.checkInvariants()
     }
 

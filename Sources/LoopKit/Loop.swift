@@ -156,7 +156,8 @@ public final class Loop: @unchecked Sendable {
             for source in items.descriptorSources { result.append((source, mode)) }
             for observer in items.observers { result.append((observer, mode)) }
             var seen = Set<ObjectIdentifier>()
-            for entry in items.timers.entries where entry.timer.modes.contains(mode) {
+            // A pass's due batch is off the queue while it fires (a timer callback may be what tears the loop down).
+            for entry in items.dueTimers + items.timers.entries where entry.timer.modes.contains(mode) {
                 if seen.insert(ObjectIdentifier(entry.timer)).inserted {
                     result.append((entry.timer, mode))
                 }

@@ -319,4 +319,22 @@ struct LargeModeDescriptorTests {
         #expect(reports.elements == [.readable])
         #expect(self.registry(of: loop)?.descriptor == epollBefore)
     }
+
+    @Test func aSourceIsReportedOnceWhenAStaleRegistrationSharesItsNumber() throws {
+        let first = try TestPipe()
+        let number = try highDuplicate(of: first.readEnd, atLeast: 3900)  // first.readEnd keeps the old file open
+        let old = LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in }
+        let registry = try #require(DescriptorRegistry(sources: [old], eventsEpoch: 0))
+        closeDescriptorForTest(number)  // closed without cancelling: epoll keeps (old file, number)
+        registry.remove(old)
+        let second = try TestPipe()
+        try #require(dup2(second.readEnd, number) == number)
+        defer { closeDescriptorForTest(number) }
+        registry.add(LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in })
+        first.write()
+        second.write()  // both files under one number are ready: epoll reports the number twice
+        var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
+        registry.collectReady(into: &ready)
+        #expect(ready.count == 1)
+    }
 }

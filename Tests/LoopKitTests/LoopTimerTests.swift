@@ -566,6 +566,88 @@ struct LoopTimerTests {
     }
 }
 
+// MARK: - A pass's due batch
+
+/// A pass takes its due timers off the queue before it fires them; the rest of the batch waits on the mode, where a
+/// run nested in one of its callbacks fires it first.
+@Suite("Timers: a pass's due batch")
+struct LoopTimerDueBatchTests {
+    @Test func aTimerRemovedAndAddedAgainByAnEarlierCallbackFiresOncePerSlot() throws {
+        let t = try VirtualLoop()
+        var fired: [Duration] = []
+        let b = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            t.loop.remove(b, forMode: .default)
+            t.loop.add(b, forMode: .default)
+            t.run(.default, until: 10)  // nested, same mode, one pass
+        }, forMode: .default)
+        t.loop.add(b, forMode: .default)
+        t.keepAlive(.default)
+        t.run(until: 35)
+        #expect(fired == ms(10, 20, 30))
+    }
+
+    @Test func aTimerMovedOrInvalidatedByAnEarlierCallbackIsNotFiredFromTheBatch() throws {
+        let t = try VirtualLoop()
+        var fired: [(String, Duration)] = []
+        let b = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(("b", t.elapsed)) }
+        let c = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(("c", t.elapsed)) }
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            b.setNextFireDate(t.at(15))
+            c.invalidate()
+            t.run(.default, until: 12)  // nested, same mode: fires neither b early nor c
+        }, forMode: .default)
+        t.loop.add(b, forMode: .default)
+        t.loop.add(c, forMode: .default)
+        t.run(until: 30)
+        #expect(fired.map(\.0) == ["b"])
+        #expect(fired.map(\.1) == ms(15))
+    }
+
+    @Test func aNestedRunSleepsToItsDeadlineOnceTheOuterBatchIsSpent() throws {
+        let t = try VirtualLoop()
+        var passes = 0
+        t.loop.add(LoopObserver(activities: .beforeTimers) { _, _ in passes += 1 }, forMode: .default)
+        let b = LoopTimer(interval: .milliseconds(10)) { _ in }
+        var nestedPasses = 0
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            t.loop.remove(b, forMode: .default)  // b stays in the batch, no longer live
+            passes = 0
+            t.run(.default, until: 1000)
+            nestedPasses = passes
+        }, forMode: .default)
+        t.loop.add(b, forMode: .default)
+        t.loop.add(LoopTimer(interval: .seconds(100)) { _ in }, forMode: .default)
+        t.run(until: 1000)
+        #expect(nestedPasses <= 3)
+    }
+
+    @Test func aTimerOfTheBatchIsDetachedByTheThreadsTeardownAndDoesNotFireAfterIt() throws {
+        let t = try VirtualLoop()
+        var fired: [String] = []
+        let b = LoopTimer(interval: .milliseconds(10)) { _ in fired.append("b") }
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            fired.append("a")
+            t.loop.threadDidExit()  // what the thread's exit does, from inside a callback of the batch
+        }, forMode: .default)
+        t.loop.add(b, forMode: .default)
+        t.run(until: 20)
+        #expect(b.modes.isEmpty)
+        #expect(fired == ["a"])
+        #expect(t.loop.modeItemsByMode.isEmpty)
+    }
+
+    @Test func theBatchBufferIsKeptAfterANestedRunThatTookItsOwnBatch() throws {
+        let t = try VirtualLoop()
+        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in t.run(.default, until: 25) }, forMode: .default)
+        for _ in 0..<8 {
+            t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in }, forMode: .default)
+        }
+        t.run(until: 26)
+        #expect(t.loop.dueTimersScratch.capacity >= 8)  // the next firing pass allocates nothing
+    }
+}
+
 // MARK: - Preconditions
 
 @Suite("Timers: preconditions")

@@ -17,9 +17,9 @@
 /// `events` when any source's events changed (`Loop.descriptorEventsEpoch`). A descriptor closed before its source
 /// left may live on in the kernel's set under its old number (when a `dup` of its file is still open elsewhere) and
 /// report readiness that belongs to no source, even after the number is reused. `EpollSet` confirms every report
-/// with poll on the number as it is now; a report poll does not confirm, or one for a number no source watches,
-/// makes the registry start over with a new epoll instance before the next sleep, instead of calling a source for
-/// another file's events or waking again and again.
+/// with poll on the number as it is now; a report that is not confirmed twice in a row, a number reported twice, or
+/// one no source watches makes the registry start over with a new epoll instance before the next sleep, instead of
+/// calling a source for another file's events or waking again and again (see `collectReady`).
 ///
 /// Loop thread only.
 final class DescriptorRegistry {
@@ -39,6 +39,11 @@ final class DescriptorRegistry {
     private var epoll: EpollSet
     private var registrations: [CInt: Registration] = [:]
     private var needsRebuild = false
+    /// The numbers of the last collect, reused so that collecting allocates nothing: those reported (a number
+    /// reported twice in one collect has a stale twin registration) and those poll did not confirm.
+    private var reportedNumbers: [CInt] = []
+    private var unconfirmedNumbers: [CInt] = []
+    private var previouslyUnconfirmed: [CInt] = []
     private var syncedEventsEpoch: UInt64
     /// Set when epoll refused a registration for a reason that starting over does not cure (the watch limit): the
     /// mode then goes back to ppoll.
@@ -116,23 +121,40 @@ final class DescriptorRegistry {
     }
 
     /// Appends the sources that epoll reports ready, with what poll confirms for them, to `ready`, in
-    /// `(order, sequence)` order.
+    /// `(order, sequence)` order; each source once.
     ///
-    /// A report that poll does not confirm, or one for a number no source watches, is not passed on: the registry
-    /// starts over before the next sleep, and the look before that sleep finds what is really ready.
+    /// What is not passed on, and makes the registry start over before the next sleep (the look before that sleep
+    /// then finds what is really ready):
+    /// - a report for a number no source watches;
+    /// - a second report for the same number in one collect: a stale registration of an old file under a reused
+    ///   number, beside the new file's;
+    /// - a report that poll does not confirm twice in a row. Once may be a lost race (another thread or process read
+    ///   the descriptor between epoll's report and the poll), which is not worth an O(n) rebuild; a stale
+    ///   registration that stays ready is reported again at once.
     func collectReady(into ready: inout [(LoopDescriptorSource, DescriptorEvents)]) {
         let start = ready.count
+        self.reportedNumbers.removeAll(keepingCapacity: true)
+        self.unconfirmedNumbers.removeAll(keepingCapacity: true)
         self.epoll.forEachReady(confirmed: { descriptor, events in
             guard let registration = self.registrations[descriptor] else {
                 self.needsRebuild = true
                 return
             }
+            guard !self.reportedNumbers.contains(descriptor) else {
+                self.needsRebuild = true
+                return
+            }
+            self.reportedNumbers.append(descriptor)
             for source in registration.sources {
                 ready.append((source, events))
             }
-        }, stale: { _ in
-            self.needsRebuild = true
+        }, stale: { descriptor in
+            if self.previouslyUnconfirmed.contains(descriptor) || self.registrations[descriptor] == nil {
+                self.needsRebuild = true
+            }
+            self.unconfirmedNumbers.append(descriptor)
         })
+        swap(&self.previouslyUnconfirmed, &self.unconfirmedNumbers)
         if ready.count - start > 1 {
             ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
         }
