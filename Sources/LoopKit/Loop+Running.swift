@@ -303,10 +303,10 @@ extension Loop {
     /// epoll, or a mode whose registrations epoll refused. Made when a mode reaches `largeModeThreshold` descriptor
     /// sources; dropped when it falls below half of that, so a mode near the line does not flip every pass.
     private func descriptorRegistry(for items: ModeItems) -> DescriptorRegistry? {
+        self.applyNewDescriptorEvents()
         let count = items.descriptorSources.count
         if let registry = items.descriptorRegistry {
-            if count >= self.largeModeThreshold / 2,
-               registry.prepareToSleep(eventsEpoch: self.descriptorEventsEpoch.load(ordering: .acquiring)) {
+            if count >= self.largeModeThreshold / 2, registry.prepareToSleep() {
                 return registry
             }
             items.hasDescriptorRegistryFailed = registry.hasFailed
@@ -314,16 +314,36 @@ extension Loop {
             return nil
         }
         guard count >= self.largeModeThreshold, !items.hasDescriptorRegistryFailed else { return nil }
-        let epoch = self.descriptorEventsEpoch.load(ordering: .acquiring)
-        guard let registry = DescriptorRegistry(sources: items.descriptorSources, eventsEpoch: epoch) else {
+        guard let registry = DescriptorRegistry(sources: items.descriptorSources) else {
             return nil  // no epoll here, or no descriptor left for one: try again when the mode next sleeps
         }
-        guard registry.prepareToSleep(eventsEpoch: epoch) else {
+        guard registry.prepareToSleep() else {
             items.hasDescriptorRegistryFailed = true  // epoll refused the sources: this mode keeps ppoll
             return nil
         }
         items.descriptorRegistry = registry
         return registry
+    }
+
+    /// Brings the epoll registrations of every large mode up to date with the sources whose `events` changed.
+    ///
+    /// - Complexity: O(*k*) for *k* changed sources (one epoll_ctl(2) each at most), O(1) when none changed.
+    private func applyNewDescriptorEvents() {
+        guard self.hasDescriptorSourcesWithNewEvents.load(ordering: .acquiring) else { return }
+        var changed = self.sourcesWithNewEventsScratch
+        self.sourcesWithNewEventsScratch = []
+        self.descriptorSourcesWithNewEvents.withLock { list in
+            swap(&list, &changed)
+            self.hasDescriptorSourcesWithNewEvents.store(false, ordering: .releasing)
+        }
+        for source in changed {
+            source.isListedWithNewEvents.store(false, ordering: .releasing)  // before its events are read below
+            for mode in source.modes {
+                self.modeItemsByMode[mode]?.descriptorRegistry?.refresh(source)
+            }
+        }
+        changed.removeAll(keepingCapacity: true)
+        self.sourcesWithNewEventsScratch = changed
     }
 
     /// Empties the wake-up pipe if the last wait found it readable, and lets the next wake-up write again.

@@ -28,9 +28,10 @@ public final class Loop: @unchecked Sendable {
     // MARK: Shared with other threads
     let shared = Mutex(SharedState())
     let waiting = Atomic<Bool>(false)
-    /// Bumped whenever a descriptor source's `events` change (any thread), so that a large mode's epoll
-    /// registrations are brought up to date before the next sleep, and only then.
-    let descriptorEventsEpoch = Atomic<UInt64>(0)
+    /// The descriptor sources whose `events` changed (any thread) since the loop last looked, so that the epoll
+    /// registrations of large modes are brought up to date for those sources alone, before the next sleep.
+    let descriptorSourcesWithNewEvents = Mutex<[LoopDescriptorSource]>([])
+    let hasDescriptorSourcesWithNewEvents = Atomic<Bool>(false)
 
     // MARK: Loop thread only
     var modeItemsByMode: [LoopMode: ModeItems] = [:]
@@ -63,6 +64,8 @@ public final class Loop: @unchecked Sendable {
     var dueTimersScratch: [TimerEntry] = []
     /// The empty buffer that takes the place of the block queue at the next drain (see `performBlocks`).
     var spareBlocks: [QueuedBlock] = []
+    /// The buffer `descriptorSourcesWithNewEvents` is traded with, so that taking the list allocates nothing.
+    var sourcesWithNewEventsScratch: [LoopDescriptorSource] = []
     static let spareBlocksCapacityLimit = 4_096
 
     /// A loop owned by the calling thread, reading time from `clock`.
@@ -138,6 +141,8 @@ public final class Loop: @unchecked Sendable {
         }
         self.tracer = nil
         self.commonItems = [:]
+        self.descriptorSourcesWithNewEvents.withLock { $0 = [] }
+        self.sourcesWithNewEventsScratch = []
         for (item, mode) in self.scheduledItems() {
             self.detach(item, fromRealMode: mode)
         }
@@ -204,6 +209,16 @@ public final class Loop: @unchecked Sendable {
     /// Whether the loop is asleep waiting for work (CF's `CFRunLoopIsWaiting`). Any thread; a snapshot.
     public var isWaiting: Bool {
         self.waiting.load(ordering: .acquiring)
+    }
+
+    /// Records that `source`'s events changed, for the epoll registrations of large modes (each source listed once
+    /// until the loop takes the list). Any thread; call it before waking the loop.
+    func noteNewEvents(of source: LoopDescriptorSource) {
+        guard !source.isListedWithNewEvents.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        self.descriptorSourcesWithNewEvents.withLock { list in
+            list.append(source)
+            self.hasDescriptorSourcesWithNewEvents.store(true, ordering: .releasing)
+        }
     }
 
     /// Wakes the loop if it is asleep, so that it makes another pass. Any thread.

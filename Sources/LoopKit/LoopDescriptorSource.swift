@@ -26,6 +26,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
     private let watched: Atomic<UInt8>
     private let valid = Atomic<Bool>(true)
+    /// Whether the source is in its loop's list of sources whose events changed (`Loop.noteNewEvents(of:)`).
+    let isListedWithNewEvents = Atomic<Bool>(false)
     private let handler: (LoopDescriptorSource, DescriptorEvents) -> Void
     let link = LoopLink()
 
@@ -70,7 +72,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             LoopDescriptorSource.checkWatchable(newValue, call: "LoopDescriptorSource.events")
             let old = self.watched.exchange(newValue.rawValue, ordering: .acquiringAndReleasing)
             guard old != newValue.rawValue, let loop = self.link.loop else { return }
-            loop.descriptorEventsEpoch.wrappingAdd(1, ordering: .releasing)
+            loop.noteNewEvents(of: self)  // before the wake-up, so that the pass it starts sees the change
             if !loop.isCurrent {
                 loop.wakeUp()  // the loop is maybe asleep on the old set of events
             }

@@ -40,7 +40,7 @@ struct LargeModeDescriptorTests {
         let sources = zip(pipes, [3, 1, 2]).map { pipe, order in
             LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable, order: order) { _, _ in }
         }
-        let registry = try #require(DescriptorRegistry(sources: sources, eventsEpoch: 0))
+        let registry = try #require(DescriptorRegistry(sources: sources))
         for pipe in pipes { pipe.write() }
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
         registry.collectReady(into: &ready)
@@ -324,7 +324,7 @@ struct LargeModeDescriptorTests {
         let first = try TestPipe()
         let number = try highDuplicate(of: first.readEnd, atLeast: 3900)  // first.readEnd keeps the old file open
         let old = LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in }
-        let registry = try #require(DescriptorRegistry(sources: [old], eventsEpoch: 0))
+        let registry = try #require(DescriptorRegistry(sources: [old]))
         closeDescriptorForTest(number)  // closed without cancelling: epoll keeps (old file, number)
         registry.remove(old)
         let second = try TestPipe()
@@ -336,5 +336,29 @@ struct LargeModeDescriptorTests {
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
         registry.collectReady(into: &ready)
         #expect(ready.count == 1)
+    }
+
+    @Test func eventsChangedWhileAnotherModeRunsReachEveryLargeModeOfTheSource() throws {
+        let loop = try Loop()
+        loop.largeModeThreshold = 1
+        let pipe = try TestPipe()
+        let reports = Recorder<LoopMode>()
+        let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, _ in
+            reports.append(loop.currentMode ?? .default)
+        }
+        loop.add(watched, forMode: .common)
+        for mode in [LoopMode.default, .tracking] {  // both modes get an epoll set, watching nothing on the pipe
+            #expect(loop.run(mode: mode, before: loop.now + .milliseconds(5)) == .timedOut)
+            #expect(self.registry(of: loop, mode: mode) != nil)
+        }
+        watched.events = .readable  // on the loop's thread, between runs
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // takes the change
+        let writer = startThread {
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+            pipe.write()  // only the tracking mode's epoll set can wake the loop for this
+        }
+        defer { writer.join() }
+        #expect(loop.run(mode: .tracking, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        #expect(reports.elements == [.tracking])
     }
 }

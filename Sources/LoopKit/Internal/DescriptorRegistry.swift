@@ -13,8 +13,8 @@
 /// does, and anything already ready skips the sleep. It is O(n), but before the sleep rather than after the
 /// wake-up, and cheaper than one of ppoll's two passes.
 ///
-/// Registrations follow the sources as they join and leave the mode (`add`, `remove`) and, before each sleep, their
-/// `events` when any source's events changed (`Loop.descriptorEventsEpoch`). A descriptor closed before its source
+/// Registrations follow the sources as they join and leave the mode (`add`, `remove`) and, before each sleep, the
+/// `events` of the sources whose events changed (`refresh`, from `Loop.descriptorSourcesWithNewEvents`). A descriptor closed before its source
 /// left may live on in the kernel's set under its old number (when a `dup` of its file is still open elsewhere) and
 /// report readiness that belongs to no source, even after the number is reused. `EpollSet` confirms every report
 /// with poll on the number as it is now; a report that is not confirmed twice in a row, a number reported twice, or
@@ -44,7 +44,6 @@ final class DescriptorRegistry {
     private var reportedNumbers: [CInt] = []
     private var unconfirmedNumbers: [CInt] = []
     private var previouslyUnconfirmed: [CInt] = []
-    private var syncedEventsEpoch: UInt64
     /// Set when epoll refused a registration for a reason that starting over does not cure (the watch limit): the
     /// mode then goes back to ppoll.
     private(set) var hasFailed = false
@@ -54,10 +53,9 @@ final class DescriptorRegistry {
 
     /// Registers `sources`; `nil` where there is no epoll or no descriptor left (the mode keeps ppoll). Check
     /// `hasFailed` after: epoll may refuse the sources.
-    init?(sources: [LoopDescriptorSource], eventsEpoch: UInt64) {
+    init?(sources: [LoopDescriptorSource]) {
         guard let epoll = EpollSet() else { return nil }
         self.epoll = epoll
-        self.syncedEventsEpoch = eventsEpoch
         for source in sources where !self.hasFailed {
             self.add(source)
         }
@@ -104,19 +102,23 @@ final class DescriptorRegistry {
         }
     }
 
-    /// Brings the registrations up to date before a sleep.
+    /// Registers what a source whose `events` changed now watches.
+    func refresh(_ source: LoopDescriptorSource) {
+        let descriptor = source.descriptor
+        guard var registration = self.registrations[descriptor],
+              registration.sources.contains(where: { $0 === source }) else { return }
+        self.update(descriptor, &registration)
+        self.registrations[descriptor] = registration
+    }
+
+    /// Starts over if a report showed a registration that outlived its descriptor, before a sleep.
     ///
     /// - Returns: Whether the registry stands for the mode's sources; `false` when epoll refused them (`hasFailed`):
     ///   the loop then polls every descriptor itself.
-    func prepareToSleep(eventsEpoch: UInt64) -> Bool {
+    func prepareToSleep() -> Bool {
         if self.needsRebuild {
             self.rebuild()
-        } else if eventsEpoch != self.syncedEventsEpoch {
-            for descriptor in Array(self.registrations.keys) where !self.hasFailed {
-                self.update(descriptor, &self.registrations[descriptor]!)
-            }
         }
-        self.syncedEventsEpoch = eventsEpoch
         return !self.hasFailed
     }
 
