@@ -186,6 +186,38 @@ struct ScaleScenario: Scenario {
             targets.append(WakeupTarget(name: "floor: \(kind), \(Format.number(Double(idle))) idle", probe: probe,
                                         consumer: nil, send: { floor.wake() }, shutdown: { floor.shutdown() }))
         }
+        // Readiness itself: a descriptor source's own descriptor becomes readable (in a large mode, epoll's report
+        // and the poll that confirms it), beside 0 or 1,000 idle ones. Appended last: the verdicts index the rows.
+        for idle in [0, 1_000] {
+            let thread = try! LoopThread(name: "bench-scale-rd")
+            var descriptors: [CInt] = []
+            var sources: [LoopDescriptorSource] = []
+            for _ in 0..<idle {
+                let descriptor = cbench_eventfd()
+                precondition(descriptor >= 0, "eventfd failed (descriptor limit?)")
+                descriptors.append(descriptor)
+                let source = LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, _ in }
+                thread.loop.add(source, forMode: .default)
+                sources.append(source)
+            }
+            let signal = cbench_eventfd()
+            precondition(signal >= 0, "eventfd failed (descriptor limit?)")
+            descriptors.append(signal)
+            let probe = WakeupProbe(capacity: rounds)
+            let ready = LoopDescriptorSource(descriptor: signal, events: .readable) { _, _ in
+                probe.arrive()
+                _ = cbench_read_discard(signal)
+            }
+            thread.loop.add(ready, forMode: .default)
+            sources.append(ready)
+            targets.append(WakeupTarget(name: "LoopKit descriptor ready, \(Format.number(Double(idle))) idle",
+                                        probe: probe, consumer: nil, send: { _ = cbench_eventfd_signal(signal) },
+                                        shutdown: {
+                for source in sources { source.cancel() }
+                thread.shutdownAndJoin()
+                for descriptor in descriptors { _ = cbench_close(descriptor) }
+            }))
+        }
         let latencies = WakeupHarness.measure(targets, rounds: rounds, warmUpRounds: max(10, rounds / 10))
         for target in targets { target.shutdown() }
 
@@ -202,6 +234,9 @@ struct ScaleScenario: Scenario {
             "Measured as in `wakeup` (shuffled turns, random 100–300 µs gaps), with 1, 100 or 1,000 idle eventfds "
                 + "registered as LoopDescriptorSources (readable) in the running mode. The floors wait on a pipe "
                 + "beside 1 or 1,000 idle eventfds, in poll(2) and in epoll_wait(2).",
+            "'descriptor ready': the producer writes an eventfd that a LoopDescriptorSource watches (with 0 or 1,000 "
+                + "idle ones beside it); its handler is the callback. With 1,000 idle, the ready one is found through "
+                + "epoll and confirmed with one poll on it.",
             "LoopKit polls a mode's descriptors in its one ppoll up to 31 sources; from 32 on, it keeps them in an "
                 + "epoll set and sleeps on that, after one look at all of them without waiting (which is how a "
                 + "descriptor closed without cancelling its source is still reported). The 100 and 1,000 rows take "
