@@ -15,6 +15,27 @@ struct LargeModeDescriptorTests {
         loop.modeItemsByMode[mode]?.descriptorRegistry
     }
 
+    /// Adds a source on `descriptor` to `loop`'s default mode that records the events it is called with.
+    private func addReporter(to loop: Loop, descriptor: CInt, events: DescriptorEvents) -> Recorder<DescriptorEvents> {
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: descriptor, events: events) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        return reports
+    }
+
+    /// Runs `mode` until a source is handled; `action` runs on another thread once the loop is asleep. The run's
+    /// 30 s deadline only guards against a hang: a loop that never wakes fails the test with `.timedOut`.
+    private func runUntilHandled(_ loop: Loop, mode: LoopMode = .default,
+                                 whenAsleep action: @escaping @Sendable () -> Void) -> RunResult {
+        let helper = startThread {
+            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+            action()
+        }
+        defer { helper.join() }
+        return loop.run(mode: mode, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+    }
+
     @Test func aLargeModeSleepsOnEpollAndCallsOnlyTheSourceThatBecameReady() throws {
         let loop = try Loop()
         let pairs = try (0..<100).map { _ in try TestSocketPair() }
@@ -24,13 +45,9 @@ struct LargeModeDescriptorTests {
                 calls.append(index)
             }, forMode: .default)
         }
-        let writer = startThread {
-            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+        #expect(self.runUntilHandled(loop) {
             pairs[57].send("x", on: pairs[57].second)
-        }
-        defer { writer.join() }
-        let result = loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
-        #expect(result == .handledSource)
+        } == .handledSource)
         #expect(calls.elements == [57])
         #expect(self.registry(of: loop) != nil)
     }
@@ -77,10 +94,7 @@ struct LargeModeDescriptorTests {
         loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
         let pipe = try TestPipe()
         let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3300)  // pipe.readEnd keeps the file open
-        let reports = Recorder<DescriptorEvents>()
-        loop.add(LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, events in
-            reports.append(events)
-        }, forMode: .default)
+        let reports = self.addReporter(to: loop, descriptor: descriptor, events: .readable)
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
         closeDescriptorForTest(descriptor)
         pipe.write()  // epoll still holds the open file under the closed number, and it is readable now
@@ -103,17 +117,10 @@ struct LargeModeDescriptorTests {
         let second = try TestPipe()
         try #require(dup2(second.readEnd, number) == number)  // closes the old file under `number`, reuses it
         defer { closeDescriptorForTest(number) }
-        let reports = Recorder<DescriptorEvents>()
-        loop.add(LoopDescriptorSource(descriptor: number, events: .readable) { _, events in
-            reports.append(events)
-        }, forMode: .default)
-        let writer = startThread {
-            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+        let reports = self.addReporter(to: loop, descriptor: number, events: .readable)
+        #expect(self.runUntilHandled(loop) {
             second.write()
-        }
-        defer { writer.join() }
-        let result = loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
-        #expect(result == .handledSource)
+        } == .handledSource)
         #expect(reports.elements == [.readable])
     }
 
@@ -131,13 +138,9 @@ struct LargeModeDescriptorTests {
         loop.add(change, forMode: .default)
         change.signal()
         #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
-        let writer = startThread {
-            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+        #expect(self.runUntilHandled(loop) {
             pipe.write()  // only epoll can wake the loop for this: it must be watching `.readable` by now
-        }
-        defer { writer.join() }
-        let result = loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
-        #expect(result == .handledSource)
+        } == .handledSource)
         #expect(reports.elements == [.readable])
     }
 
@@ -149,10 +152,7 @@ struct LargeModeDescriptorTests {
         try #require(file >= 0)
         unlink(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
         defer { closeDescriptorForTest(file) }
-        let reports = Recorder<DescriptorEvents>()
-        loop.add(LoopDescriptorSource(descriptor: file, events: .readable) { _, events in
-            reports.append(events)
-        }, forMode: .default)
+        let reports = self.addReporter(to: loop, descriptor: file, events: .readable)
         // epoll refuses regular files; poll calls them always ready, and so does the look before each sleep.
         for _ in 0..<2 {
             #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
@@ -189,13 +189,7 @@ struct LargeModeDescriptorTests {
         }
         loop.add(source, forMode: .common)
         for mode in [LoopMode.default, .tracking] {
-            let writer = startThread {
-                guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
-                pipe.write()
-            }
-            let result = loop.run(mode: mode, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
-            writer.join()
-            #expect(result == .handledSource)
+            #expect(self.runUntilHandled(loop, mode: mode) { pipe.write() } == .handledSource)
             #expect(self.registry(of: loop, mode: mode) != nil)
         }
         #expect(reports.elements == [.default, .tracking])
@@ -206,10 +200,7 @@ struct LargeModeDescriptorTests {
         let loop = try path.prepare(Loop())
         let first = try TestPipe()
         let number = try highDuplicate(of: first.readEnd, atLeast: 3600)  // first.readEnd keeps the old file open
-        let reports = Recorder<DescriptorEvents>()
-        loop.add(LoopDescriptorSource(descriptor: number, events: .readable) { _, events in
-            reports.append(events)
-        }, forMode: .default)
+        let reports = self.addReporter(to: loop, descriptor: number, events: .readable)
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
         let second = try TestPipe()
         try #require(dup2(second.readEnd, number) == number)  // closed without cancelling, and reused at once
@@ -233,21 +224,15 @@ struct LargeModeDescriptorTests {
         let loop = try Loop()
         loop.largeModeThreshold = 1
         let pipe = try TestPipe()
-        let reports = Recorder<DescriptorEvents>()
-        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
-            reports.append(events)
-        }, forMode: .default)
+        let reports = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
         loop.add(LoopDescriptorSource(descriptor: chain.last!.descriptor, events: .readable) { _, _ in },
                  forMode: .default)
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)
         #expect(loop.modeItemsByMode[.default]?.hasDescriptorRegistryFailed == true)
         #expect(self.registry(of: loop) == nil)
-        let writer = startThread {
-            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+        #expect(self.runUntilHandled(loop) {
             pipe.write()
-        }
-        defer { writer.join() }
-        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        } == .handledSource)
         #expect(reports.elements == [.readable])
         withExtendedLifetime(chain) {}
     }
@@ -256,16 +241,10 @@ struct LargeModeDescriptorTests {
         let loop = try Loop()
         loop.largeModeThreshold = 1
         let pipe = try TestPipe()
-        let reports = Recorder<DescriptorEvents>()
-        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
-            reports.append(events)
-        }, forMode: .default)
-        let closer = startThread {
-            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+        let reports = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
+        #expect(self.runUntilHandled(loop) {
             pipe.closeWriteEnd()
-        }
-        defer { closer.join() }
-        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        } == .handledSource)
         #expect(self.registry(of: loop) != nil)
         #expect(reports.elements.first?.contains(.hangUp) == true)
     }
@@ -274,16 +253,10 @@ struct LargeModeDescriptorTests {
         let loop = try Loop()
         loop.largeModeThreshold = 1
         let pipe = try TestPipe()
-        let reports = Recorder<DescriptorEvents>()
-        loop.add(LoopDescriptorSource(descriptor: pipe.writeEnd, events: []) { _, events in
-            reports.append(events)
-        }, forMode: .default)
-        let closer = startThread {
-            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+        let reports = self.addReporter(to: loop, descriptor: pipe.writeEnd, events: [])
+        #expect(self.runUntilHandled(loop) {
             pipe.closeReadEnd()
-        }
-        defer { closer.join() }
-        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        } == .handledSource)
         #expect(reports.elements.first?.contains(.error) == true)
     }
 
@@ -306,16 +279,10 @@ struct LargeModeDescriptorTests {
         canceller.join()
         try #require(dup2(second.readEnd, number) == number)
         defer { closeDescriptorForTest(number) }
-        let reports = Recorder<DescriptorEvents>()
-        loop.add(LoopDescriptorSource(descriptor: number, events: .readable) { _, events in
-            reports.append(events)
-        }, forMode: .default)
-        let writer = startThread {
-            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+        let reports = self.addReporter(to: loop, descriptor: number, events: .readable)
+        #expect(self.runUntilHandled(loop) {
             second.write()
-        }
-        defer { writer.join() }
-        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        } == .handledSource)
         #expect(reports.elements == [.readable])
         #expect(self.registry(of: loop)?.descriptor == epollBefore)
     }
@@ -353,12 +320,9 @@ struct LargeModeDescriptorTests {
         }
         watched.events = .readable  // on the loop's thread, between runs
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // takes the change
-        let writer = startThread {
-            guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
+        #expect(self.runUntilHandled(loop, mode: .tracking) {
             pipe.write()  // only the tracking mode's epoll set can wake the loop for this
-        }
-        defer { writer.join() }
-        #expect(loop.run(mode: .tracking, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        } == .handledSource)
         #expect(reports.elements == [.tracking])
     }
 }

@@ -65,6 +65,16 @@ final class EpollSet {
         self.control(CLOOPKIT_EPOLL_REMOVE, descriptor, [])
     }
 
+    /// What epoll reported in an event's bits.
+    private static func events(fromEpoll reported: UInt32) -> DescriptorEvents {
+        var events: DescriptorEvents = []
+        if reported & CLOOPKIT_EPOLL_IN != 0 { events.insert(.readable) }
+        if reported & CLOOPKIT_EPOLL_OUT != 0 { events.insert(.writable) }
+        if reported & CLOOPKIT_EPOLL_ERR != 0 { events.insert(.error) }
+        if reported & CLOOPKIT_EPOLL_HUP != 0 { events.insert(.hangUp) }
+        return events
+    }
+
     private func control(_ operation: CInt, _ descriptor: CInt, _ events: DescriptorEvents) -> ChangeResult {
         var mask: UInt32 = 0
         if events.contains(.readable) { mask |= CLOOPKIT_EPOLL_IN }
@@ -95,10 +105,7 @@ final class EpollSet {
         }
         guard count > 0 else { return }  // -1: EINTR cannot happen without a timeout; nothing is lost either way
         for index in 0..<Int(count) {
-            let reported = self.readyEvents[index]
-            var asked: Int16 = 0
-            if reported & CLOOPKIT_EPOLL_IN != 0 { asked |= Int16(POLLIN) }
-            if reported & CLOOPKIT_EPOLL_OUT != 0 { asked |= Int16(POLLOUT) }
+            let asked = Self.events(fromEpoll: self.readyEvents[index]).pollMask
             self.confirmations[index] = pollfd(fd: self.readyDescriptors[index], events: asked, revents: 0)
         }
         let polled = self.confirmations.withUnsafeMutableBufferPointer { buffer in
@@ -106,20 +113,10 @@ final class EpollSet {
         }
         for index in 0..<Int(count) {
             let descriptor = self.readyDescriptors[index]
-            var revents = Int32(self.confirmations[index].revents)
-            if polled < 0 {  // poll itself failed (ENOMEM): go by epoll's report, unconfirmed
-                let reported = self.readyEvents[index]
-                revents = (reported & CLOOPKIT_EPOLL_IN != 0 ? Int32(POLLIN) : 0)
-                    | (reported & CLOOPKIT_EPOLL_OUT != 0 ? Int32(POLLOUT) : 0)
-                    | (reported & CLOOPKIT_EPOLL_ERR != 0 ? Int32(POLLERR) : 0)
-                    | (reported & CLOOPKIT_EPOLL_HUP != 0 ? Int32(POLLHUP) : 0)
-            }
-            var events: DescriptorEvents = []
-            if revents & Int32(POLLIN) != 0 { events.insert(.readable) }
-            if revents & Int32(POLLOUT) != 0 { events.insert(.writable) }
-            if revents & Int32(POLLERR) != 0 { events.insert(.error) }
-            if revents & Int32(POLLHUP) != 0 { events.insert(.hangUp) }
-            if revents & Int32(POLLNVAL) != 0 { events.insert(.invalid) }
+            // If poll itself failed (ENOMEM), go by epoll's report, unconfirmed.
+            let events = polled < 0
+                ? Self.events(fromEpoll: self.readyEvents[index])
+                : DescriptorEvents(pollResult: self.confirmations[index].revents)
             if events.isEmpty {
                 stale(descriptor)
             } else {

@@ -44,10 +44,7 @@ final class SystemPoller: Poller {
 
     /// Adds `descriptor` to the next wait, watching `events` (error, hang-up and invalid are always reported).
     func append(_ descriptor: CInt, events: DescriptorEvents) {
-        var mask: Int16 = 0
-        if events.contains(.readable) { mask |= Int16(POLLIN) }
-        if events.contains(.writable) { mask |= Int16(POLLOUT) }
-        self.descriptors.append(pollfd(fd: descriptor, events: mask, revents: 0))
+        self.descriptors.append(pollfd(fd: descriptor, events: events.pollMask, revents: 0))
     }
 
     /// Sleeps until a descriptor is ready or `timeoutNanoseconds` pass; a negative timeout waits for a descriptor.
@@ -77,13 +74,24 @@ final class SystemPoller: Poller {
 
     /// What the last wait reported for the descriptor at `index`.
     func events(at index: Int) -> DescriptorEvents {
-        let revents = Int32(self.descriptors[index].revents)
-        var events: DescriptorEvents = []
-        if revents & Int32(POLLIN) != 0 { events.insert(.readable) }
-        if revents & Int32(POLLOUT) != 0 { events.insert(.writable) }
-        if revents & Int32(POLLERR) != 0 { events.insert(.error) }
-        if revents & Int32(POLLHUP) != 0 { events.insert(.hangUp) }
-        if revents & Int32(POLLNVAL) != 0 { events.insert(.invalid) }
-        return events
+        DescriptorEvents(pollResult: self.descriptors[index].revents)
+    }
+}
+
+extension DescriptorEvents {
+    /// The poll(2) `events` mask that watches these (only `.readable` and `.writable` can be watched).
+    var pollMask: Int16 {
+        (self.contains(.readable) ? Int16(POLLIN) : 0) | (self.contains(.writable) ? Int16(POLLOUT) : 0)
+    }
+
+    /// What poll(2) reported in a `revents` field.
+    init(pollResult revents: Int16) {
+        let revents = Int32(revents)
+        self = []
+        if revents & Int32(POLLIN) != 0 { self.insert(.readable) }
+        if revents & Int32(POLLOUT) != 0 { self.insert(.writable) }
+        if revents & Int32(POLLERR) != 0 { self.insert(.error) }
+        if revents & Int32(POLLHUP) != 0 { self.insert(.hangUp) }
+        if revents & Int32(POLLNVAL) != 0 { self.insert(.invalid) }
     }
 }

@@ -153,22 +153,28 @@ struct ScaleScenario: Scenario {
 
     // MARK: Descriptors
 
+    /// Adds `count` idle eventfds to `loop`'s default mode as readable descriptor sources (which never fire).
+    static func addIdleSources(_ count: Int, to loop: Loop) -> ([CInt], [LoopDescriptorSource]) {
+        var descriptors: [CInt] = []
+        var sources: [LoopDescriptorSource] = []
+        for _ in 0..<count {
+            let descriptor = cbench_eventfd()
+            precondition(descriptor >= 0, "eventfd failed (descriptor limit?)")
+            descriptors.append(descriptor)
+            let source = LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, _ in }
+            loop.add(source, forMode: .default)
+            sources.append(source)
+        }
+        return (descriptors, sources)
+    }
+
     private func descriptors(_ context: BenchContext) -> ScenarioReport {
         System.raiseDescriptorLimit(to: 8_192)
         let rounds = context.samples(4_000)
         var targets: [WakeupTarget] = []
         for idle in [1, 100, 1_000] {
             let thread = try! LoopThread(name: "bench-scale-fd")
-            var sources: [LoopDescriptorSource] = []
-            var descriptors: [CInt] = []
-            for _ in 0..<idle {
-                let descriptor = cbench_eventfd()
-                precondition(descriptor >= 0, "eventfd failed (descriptor limit?)")
-                descriptors.append(descriptor)
-                let source = LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, _ in }
-                thread.loop.add(source, forMode: .default)
-                sources.append(source)
-            }
+            let (descriptors, sources) = Self.addIdleSources(idle, to: thread.loop)
             let probe = WakeupProbe(capacity: rounds)
             targets.append(WakeupTarget(name: "LoopKit perform, \(Format.number(Double(idle))) idle", probe: probe,
                                         consumer: nil, send: { thread.loop.perform { probe.arrive() } }, shutdown: {
@@ -190,16 +196,7 @@ struct ScaleScenario: Scenario {
         // and the poll that confirms it), beside 0 or 1,000 idle ones. Appended last: the verdicts index the rows.
         for idle in [0, 1_000] {
             let thread = try! LoopThread(name: "bench-scale-rd")
-            var descriptors: [CInt] = []
-            var sources: [LoopDescriptorSource] = []
-            for _ in 0..<idle {
-                let descriptor = cbench_eventfd()
-                precondition(descriptor >= 0, "eventfd failed (descriptor limit?)")
-                descriptors.append(descriptor)
-                let source = LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, _ in }
-                thread.loop.add(source, forMode: .default)
-                sources.append(source)
-            }
+            var (descriptors, sources) = Self.addIdleSources(idle, to: thread.loop)
             let signal = cbench_eventfd()
             precondition(signal >= 0, "eventfd failed (descriptor limit?)")
             descriptors.append(signal)
