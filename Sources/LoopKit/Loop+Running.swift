@@ -285,7 +285,10 @@ extension Loop {
     }
 
     /// Reads what the last wait reported: notes the wake-up pipe, and appends the polled sources with events.
-    private func collectPolled(deadlineTimer: DeadlineTimer?, into ready: inout [(LoopDescriptorSource, DescriptorEvents)]) {
+    private func collectPolled(
+        deadlineTimer: DeadlineTimer?,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) {
         if !self.poller.events(at: 0).isEmpty {
             self.isWakeupReadable = true  // drained at the end of the pass, after the work that woke the loop ran
         }
@@ -407,8 +410,8 @@ extension Loop {
 
     /// Fires every timer of the mode due at `now`, earliest first (equal dates in the order added).
     ///
-    /// All due timers are taken from the queue before any callback runs, so a timer added or moved by a callback
-    /// waits for the next pass. The batch is kept on the mode (`dueTimers`, fired up to `nextDueTimer`), so that a callback
+    /// All due timers are taken from the queue before any callback runs, so a timer added or moved by a callback waits
+    /// for the next pass. The batch is kept on the mode (`dueTimers`, fired up to `nextDueTimer`), so that a callback
     /// which runs the loop nested in this mode does not hold the rest back: the nested run fires them first, on their
     /// slots, and this batch finds them gone. A run nested in another mode fires a timer of both modes from its own
     /// queue, which makes this batch's entry stale (a new generation), so it is skipped.

@@ -137,7 +137,8 @@ struct LargeModeDescriptorTests {
         let change = LoopSource { _ in watched.events = .readable }  // on the loop's thread: no wake-up needed
         loop.add(change, forMode: .default)
         change.signal()
-        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+                == .handledSource)
         #expect(self.runUntilHandled(loop) {
             pipe.write()  // only epoll can wake the loop for this: it must be watching `.readable` by now
         } == .handledSource)
@@ -155,7 +156,8 @@ struct LargeModeDescriptorTests {
         let reports = self.addReporter(to: loop, descriptor: file, events: .readable)
         // epoll refuses regular files; poll calls them always ready, and so does the look before each sleep.
         for _ in 0..<2 {
-            #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true) == .handledSource)
+            #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+                == .handledSource)
         }
         #expect(reports.elements == [.readable, .readable])
     }
@@ -174,7 +176,8 @@ struct LargeModeDescriptorTests {
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)
         #expect(self.registry(of: loop) == nil)
         pipes[1].write()
-        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1), returnAfterSourceHandled: true) == .handledSource)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1), returnAfterSourceHandled: true)
+                == .handledSource)
         #expect(calls.elements == [1])
     }
 

@@ -387,7 +387,9 @@ struct LoopDescriptorSourceTests {
     }
 
     @Test(arguments: DescriptorWaitPath.allCases)
-    func aDescriptorClosedWithoutCancellingIsReportedInvalidOnceAndItsSourceIsCancelled(_ path: DescriptorWaitPath) throws {
+    func aDescriptorClosedWithoutCancellingIsReportedInvalidOnceAndItsSourceIsCancelled(
+        _ path: DescriptorWaitPath
+    ) throws {
         let loop = try path.prepare(Loop(clock: ManualLoopClock()))
         let pipe = try TestPipe()
         let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3000)

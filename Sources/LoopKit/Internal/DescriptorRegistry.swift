@@ -14,12 +14,12 @@
 /// wake-up, and cheaper than one of ppoll's two passes.
 ///
 /// Registrations follow the sources as they join and leave the mode (`add`, `remove`) and, before each sleep, the
-/// `events` of the sources whose events changed (`refresh`, from `Loop.descriptorSourcesWithNewEvents`). A descriptor closed before its source
-/// left may live on in the kernel's set under its old number (when a `dup` of its file is still open elsewhere) and
-/// report readiness that belongs to no source, even after the number is reused. `EpollSet` confirms every report
-/// with poll on the number as it is now; a report that is not confirmed twice in a row, a number reported twice, or
-/// one no source watches makes the registry start over with a new epoll instance before the next sleep, instead of
-/// calling a source for another file's events or waking again and again (see `collectReady`).
+/// `events` of the sources whose events changed (`refresh`, from `Loop.descriptorSourcesWithNewEvents`). A descriptor
+/// closed before its source left may live on in the kernel's set under its old number (when a `dup` of its file is
+/// still open elsewhere) and report readiness that belongs to no source, even after the number is reused. `EpollSet`
+/// confirms every report with poll on the number as it is now; a report that is not confirmed twice in a row, a number
+/// reported twice, or one no source watches makes the registry start over with a new epoll instance before the next
+/// sleep, instead of calling a source for another file's events or waking again and again (see `collectReady`).
 ///
 /// Loop thread only.
 final class DescriptorRegistry {

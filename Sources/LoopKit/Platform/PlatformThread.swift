@@ -56,10 +56,10 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
     /// Tunes the calling thread for an event loop: a timer slack of 1 µs (prctl(2) `PR_SET_TIMERSLACK`), so that
     /// timed waits end close to their deadline, and a scheduler slice of 500 µs (sched_setattr(2), EEVDF's custom
     /// slice; shorter than the default of 0.75 ms × (1 + log₂ CPUs)), so that a wake-up preempts the thread that woke
-    /// it instead of queueing behind it. The kernel may pack
-    /// a woken thread onto the waker's CPU (on this project's 2-vCPU VMs it does so for 99.8% of wake-ups); with the
-    /// default slice the loop then waits until the waker blocks. Both are best effort: where they are unsupported
-    /// the thread keeps the defaults.
+    /// it instead of queueing behind it. The kernel may pack a woken thread onto the waker's CPU (on this project's
+    /// 2-vCPU VMs it does so for 99.8% of wake-ups); with the default slice the loop then waits until the waker
+    /// blocks. Both are best effort: where they are unsupported the thread keeps the defaults. Threads and processes
+    /// the thread starts inherit both.
     static func tuneCurrentThreadForLatency() {
         _ = cloopkit_set_timer_slack(1_000)
         _ = cloopkit_set_scheduler_slice(500_000)

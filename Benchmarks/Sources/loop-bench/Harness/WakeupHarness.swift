@@ -5,12 +5,11 @@ import Synchronization
 /// when it starts, records how long that took.
 ///
 /// All targets of a scenario are measured in one interleaved sequence of rounds (each target once per round, in an
-/// order shuffled every round: C, A, B, B, C, A ...), so that a burst of noise from the machine's other tenants lands
-/// on every implementation alike. The shuffle matters on a VM: how fast a sleeping thread wakes depends on whether
-/// its virtual CPU was halted, which depends on what ran just before, and a fixed rotation gives each target the same
-/// predecessor every time (the last two of seven woke in ~5 µs, the others in ~10 µs). Only one hand-over is in flight at a
-/// time, and before each one the producer sleeps a random 100–300 µs after the previous callback has run, so the
-/// receiving thread is asleep every time. The gaps come from a seeded generator: every run sees the same ones.
+/// order shuffled every round), so that a burst of noise from the machine's other tenants, and whatever ran just before
+/// a wake-up, lands on every implementation alike: a fixed rotation gives each target the same predecessor every time.
+/// Only one hand-over is in flight at a time, and before each one the producer sleeps a random 100–300 µs after the
+/// previous callback has run, so the receiving thread is asleep every time. The gaps come from a seeded generator:
+/// every run sees the same ones.
 final class WakeupProbe: Sendable {
     private let sentAt = Atomic<UInt64>(0)
     private let arrivals = Atomic<Int>(0)

@@ -61,10 +61,10 @@ struct TimerScenario: Scenario {
                 "The ppoll floor sleeps the way a loop that also watches descriptors must: in ppoll on a timerfd armed "
                     + "at each slot. It shows what the wait itself costs over clock_nanosleep; the verdicts use the "
                     + "clock_nanosleep floor.",
-                "LoopKit on a LoopThread and the floors on threads tuned the same way (1 µs timer slack, 500 µs slice); Foundation and Dispatch "
-                    + "as they ship (their timers are timerfd-based, which timer slack does not delay). The "
-                    + "SCHED_FIFO rows (when permitted) put the thread in the real-time class, as display-link "
-                    + "threads are elsewhere: the verdicts use the ordinary rows.",
+                "LoopKit on a LoopThread and the floors on threads tuned the same way (1 µs timer slack, 500 µs "
+                    + "slice); Foundation and Dispatch as they ship (their timers are timerfd-based, which timer "
+                    + "slack does not delay). The SCHED_FIFO rows (when permitted) put the thread in the real-time "
+                    + "class, as display-link threads are elsewhere: the verdicts use the ordinary rows.",
             ]
             reports.append(report)
         }

@@ -36,8 +36,8 @@ struct WakeupScenario: Scenario {
         report.notes = [
             "Each sample: the producer stamps CLOCK_MONOTONIC and hands over work; the callback's first statement "
                 + "stamps again. One hand-over in flight at a time, each after a random 100–300 µs gap; the eight "
-                + "implementations take turns in an order shuffled every round, so that the machine's noise, and whatever "
-                + "ran just before a wake-up, falls on all of them alike.",
+                + "implementations take turns in an order shuffled every round, so that the machine's noise, and "
+                + "whatever ran just before a wake-up, falls on all of them alike.",
             "Foundation on Linux: RunLoop.perform does not wake a sleeping loop, so it is followed by "
                 + "CFRunLoopWakeUp, as a user must. LoopKit runs on a LoopThread, Foundation on a Thread running "
                 + "RunLoop.run(mode:before:), Dispatch on a serial queue of the global pool.",
