@@ -205,7 +205,7 @@ extension Loop {
     }
 
     func attach(_ item: any LoopItem, toRealMode mode: LoopMode) {
-        guard item.isValid, item.modes.insert(mode).inserted else { return }
+        guard item.isValid, item.modes.insert(mode) else { return }
         item.attach(to: self.modeItems(for: mode), loop: self)
     }
 
@@ -221,7 +221,7 @@ extension Loop {
     }
 
     func detach(_ item: any LoopItem, fromRealMode mode: LoopMode) {
-        guard item.modes.remove(mode) != nil else { return }
+        guard item.modes.remove(mode) else { return }
         item.detach(from: self.modeItems(for: mode), loop: self)
     }
 
@@ -229,8 +229,14 @@ extension Loop {
     func detachEverywhere<Item: LoopItem & Sendable>(_ item: Item) {
         self.onLoopThread { loop in
             loop.commonItems[ObjectIdentifier(item)] = nil
-            for mode in item.modes.count == 1 ? Array(item.modes) : item.modes.sorted(by: { $0.name < $1.name }) {
-                loop.detach(item, fromRealMode: mode)
+            if item.modes.count == 1 {
+                for mode in item.modes {
+                    loop.detach(item, fromRealMode: mode)
+                }
+            } else {
+                for mode in item.modes.sorted(by: { $0.name < $1.name }) {
+                    loop.detach(item, fromRealMode: mode)
+                }
             }
         }
     }

@@ -32,7 +32,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     let link = LoopLink()
 
     // MARK: Loop thread only
-    var modes: Set<LoopMode> = []
+    var modes: ModeSet = []
     var sequence: UInt64 = 0
 
     /// A source on `descriptor`.

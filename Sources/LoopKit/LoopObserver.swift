@@ -22,7 +22,7 @@ public final class LoopObserver: @unchecked Sendable {
     let link = LoopLink()
 
     // MARK: Loop thread only
-    var modes: Set<LoopMode> = []
+    var modes: ModeSet = []
     var sequence: UInt64 = 0
     private var isCalling = false
     /// Set for the observers of LoopKit's own instruments (tracer, hitch monitor), which the tracer does not trace.

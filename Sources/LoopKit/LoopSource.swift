@@ -24,7 +24,7 @@ public final class LoopSource: @unchecked Sendable {
     let link = LoopLink()
 
     // MARK: Loop thread only
-    var modes: Set<LoopMode> = []
+    var modes: ModeSet = []
     var sequence: UInt64 = 0
 
     /// A signalled source.

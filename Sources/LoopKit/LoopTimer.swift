@@ -43,7 +43,7 @@ public final class LoopTimer: @unchecked Sendable {
 
     // MARK: Loop thread only
     private var retainedServedObject: AnyObject?
-    var modes: Set<LoopMode> = []
+    var modes: ModeSet = []
     var sequence: UInt64 = 0
     var generation: UInt64 = 0
     var isFiring = false

@@ -39,7 +39,7 @@ protocol LoopItem: AnyObject {
     var link: LoopLink { get }
     var isValid: Bool { get }
     /// The modes of its loop the item is in (never `common`). Loop thread only.
-    var modes: Set<LoopMode> { get set }
+    var modes: ModeSet { get set }
     /// Order of first addition to the loop: breaks ties between equal `order`s and fire dates. Loop thread only.
     var sequence: UInt64 { get set }
     /// Puts the item into `items`, whose mode the item has just joined.
