@@ -227,26 +227,23 @@ extension Loop {
             // wait now), then sleep on the epoll set instead of on all of them. The deadline timer is left out of
             // the look: it may still hold the expiry of an earlier deadline until the sleep arms it again.
             self.setUpPoll(deadlineTimer: nil, sources: items.descriptorSources)
-            if self.look() > 0 {
-                self.collectPolled(deadlineTimer: nil, into: &ready)
+            let readyCount = self.look()
+            if readyCount > 0 {
+                self.collectPolled(readyCount, deadlineTimer: nil, into: &ready)
                 return ready
             }
             self.setUpPoll(deadlineTimer: deadlineTimer, sources: [])
             self.poller.append(registry.descriptor, events: .readable)
-            self.sleep(until: wake, on: deadlineTimer)
-            self.collectPolled(deadlineTimer: deadlineTimer, into: &ready)
-            if !self.poller.events(at: self.poller.count - 1).isEmpty {
+            let wokenCount = self.sleep(until: wake, on: deadlineTimer)
+            self.collectPolled(wokenCount, deadlineTimer: deadlineTimer, into: &ready)
+            if wokenCount > 0, !self.poller.events(at: self.poller.count - 1).isEmpty {
                 registry.collectReady(into: &ready)
             }
             return ready
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: items.descriptorSources)
-        if let wake {
-            self.sleep(until: wake, on: deadlineTimer)
-        } else {
-            self.look()
-        }
-        self.collectPolled(deadlineTimer: deadlineTimer, into: &ready)
+        let readyCount = wake.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
+        self.collectPolled(readyCount, deadlineTimer: deadlineTimer, into: &ready)
         return ready
     }
 
@@ -267,7 +264,6 @@ extension Loop {
     /// Polls without waiting (retrying after a signal).
     ///
     /// - Returns: The number of descriptors with events.
-    @discardableResult
     private func look() -> Int {
         var readyCount: Int
         repeat {
@@ -278,17 +274,25 @@ extension Loop {
 
     /// Sleeps until `wake` or until a polled descriptor is ready; a signal interrupts the wait (EINTR) but is not a
     /// wake-up, so it waits again for what is left.
-    private func sleep(until wake: LoopInstant, on deadlineTimer: DeadlineTimer?) {
+    ///
+    /// - Returns: The number of descriptors with events.
+    private func sleep(until wake: LoopInstant, on deadlineTimer: DeadlineTimer?) -> Int {
         self.waiting.store(true, ordering: .releasing)
-        while self.sleepOnce(until: wake, on: deadlineTimer) < 0 {}
-        self.waiting.store(false, ordering: .releasing)
+        defer { self.waiting.store(false, ordering: .releasing) }
+        while true {
+            let readyCount = self.sleepOnce(until: wake, on: deadlineTimer)
+            if readyCount >= 0 { return readyCount }
+        }
     }
 
-    /// Reads what the last wait reported: notes the wake-up pipe, and appends the polled sources with events.
+    /// Reads what the last wait reported (`readyCount` descriptors with events: none to read when it is 0): notes
+    /// the wake-up pipe, and appends the polled sources with events.
     private func collectPolled(
+        _ readyCount: Int,
         deadlineTimer: DeadlineTimer?,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) {
+        guard readyCount > 0 else { return }
         if !self.poller.events(at: 0).isEmpty {
             self.isWakeupReadable = true  // drained at the end of the pass, after the work that woke the loop ran
         }
