@@ -88,8 +88,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aClosedDescriptorWhoseFileLivesOnInADuplicateDoesNotMakeTheLoopSpin() throws {
-        let loop = try Loop()
-        loop.largeModeThreshold = 1
+        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
         let keepAlive = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
         let pipe = try TestPipe()
@@ -106,8 +105,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aNumberReusedForAnotherFileIsWatchedForTheNewFile() throws {
-        let loop = try Loop()
-        loop.largeModeThreshold = 1
+        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
         let first = try TestPipe()
         let number = try highDuplicate(of: first.readEnd, atLeast: 3400)
         let old = LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in }
@@ -125,8 +123,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func eventsChangedOnTheLoopThreadReachTheEpollSetBeforeTheNextSleep() throws {
-        let loop = try Loop()
-        loop.largeModeThreshold = 1
+        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, events in
@@ -182,8 +179,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aSourceInTwoLargeModesIsWatchedInEach() throws {
-        let loop = try Loop()
-        loop.largeModeThreshold = 1
+        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
         let pipe = try TestPipe()
         let reports = Recorder<LoopMode>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -224,8 +220,7 @@ struct LargeModeDescriptorTests {
             guard outer.add(chain.last!.descriptor, watching: .readable) == .done else { break }
             chain.append(outer)
         }
-        let loop = try Loop()
-        loop.largeModeThreshold = 1
+        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
         let pipe = try TestPipe()
         let reports = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
         loop.add(LoopDescriptorSource(descriptor: chain.last!.descriptor, events: .readable) { _, _ in },
@@ -241,8 +236,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aHangUpWhileTheLoopSleepsOnEpollIsReported() throws {
-        let loop = try Loop()
-        loop.largeModeThreshold = 1
+        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
         let pipe = try TestPipe()
         let reports = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
         #expect(self.runUntilHandled(loop) {
@@ -253,8 +247,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func anErrorWhileTheLoopSleepsOnEpollIsReportedEvenWhenNothingIsWatched() throws {
-        let loop = try Loop()
-        loop.largeModeThreshold = 1
+        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
         let pipe = try TestPipe()
         let reports = self.addReporter(to: loop, descriptor: pipe.writeEnd, events: [])
         #expect(self.runUntilHandled(loop) {
@@ -264,8 +257,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func cancellingOnAnotherThreadThenClosingAndReusingTheNumberNeedsNoRebuild() throws {
-        let loop = try Loop()
-        loop.largeModeThreshold = 1
+        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
         let keepAlive = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
         let first = try TestPipe()
@@ -309,8 +301,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func eventsChangedWhileAnotherModeRunsReachEveryLargeModeOfTheSource() throws {
-        let loop = try Loop()
-        loop.largeModeThreshold = 1
+        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
         let pipe = try TestPipe()
         let reports = Recorder<LoopMode>()
         let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, _ in
