@@ -82,33 +82,40 @@ struct ScaleScenario: Scenario {
         return result.take()
     }
 
+    /// Runs the three phases in order on the calling thread and returns the thread's CPU time for each.
+    static func measurePhases(schedule: () -> Void, cancel: () -> Void, fire: () -> Void) -> Phases {
+        let identity = ThreadIdentity.current
+        func cpuTime(of phase: () -> Void) -> Double {
+            let started = identity.cpuNanoseconds
+            phase()
+            return Double(identity.cpuNanoseconds - started)
+        }
+        let scheduled = cpuTime(of: schedule)
+        let cancelled = cpuTime(of: cancel)
+        return Phases(schedule: scheduled, cancel: cancelled, fire: cpuTime(of: fire))
+    }
+
     static func loopKitTimers(count: Int) -> Phases {
         let offsets = fireOffsets(count: count)
         return onFreshThread {
-            let identity = ThreadIdentity.current
             let loop = try! Loop()
             let base = System.now - 1_000_000_000
-            var phases = Phases()
             var timers: [LoopTimer] = []
             timers.reserveCapacity(count)
-            var started = identity.cpuNanoseconds
-            for offset in offsets {
-                let timer = LoopTimer(fireAt: LoopInstant(nanoseconds: base + offset)) { _ in }
-                loop.add(timer, forMode: .default)
-                timers.append(timer)
-            }
-            var now = identity.cpuNanoseconds
-            phases.schedule = Double(now - started)
-            started = now
-            for index in stride(from: 0, to: count, by: 2) {
-                timers[index].invalidate()
-            }
-            now = identity.cpuNanoseconds
-            phases.cancel = Double(now - started)
-            started = now
-            let result = loop.run(mode: .default, before: loop.now + .seconds(300))
-            now = identity.cpuNanoseconds
-            phases.fire = Double(now - started)
+            var result = RunResult.timedOut
+            let phases = measurePhases(schedule: {
+                for offset in offsets {
+                    let timer = LoopTimer(fireAt: LoopInstant(nanoseconds: base + offset)) { _ in }
+                    loop.add(timer, forMode: .default)
+                    timers.append(timer)
+                }
+            }, cancel: {
+                for index in stride(from: 0, to: count, by: 2) {
+                    timers[index].invalidate()
+                }
+            }, fire: {
+                result = loop.run(mode: .default, before: loop.now + .seconds(300))
+            })
             precondition(result == .finished && !timers.contains { $0.isValid }, "LoopKit: timers left unfired")
             return phases
         }
@@ -117,37 +124,29 @@ struct ScaleScenario: Scenario {
     static func foundationTimers(count: Int) -> Phases {
         let offsets = fireOffsets(count: count)
         return onFreshThread {
-            let identity = ThreadIdentity.current
             let runLoop = RunLoop.current
             let base = Date().timeIntervalSinceReferenceDate - 1
-            var phases = Phases()
             var timers: [Timer] = []
             timers.reserveCapacity(count)
             let remaining = Counter(count - count / 2)
-            var started = identity.cpuNanoseconds
-            for offset in offsets {
-                let timer = Timer(fire: Date(timeIntervalSinceReferenceDate: base + Double(offset) / 1e9),
-                                  interval: 0, repeats: false) { _ in
-                    if remaining.decrement() == 0 { CFRunLoopStop(CFRunLoopGetCurrent()) }
+            return measurePhases(schedule: {
+                for offset in offsets {
+                    let timer = Timer(fire: Date(timeIntervalSinceReferenceDate: base + Double(offset) / 1e9),
+                                      interval: 0, repeats: false) { _ in
+                        if remaining.decrement() == 0 { CFRunLoopStop(CFRunLoopGetCurrent()) }
+                    }
+                    runLoop.add(timer, forMode: .default)
+                    timers.append(timer)
                 }
-                runLoop.add(timer, forMode: .default)
-                timers.append(timer)
-            }
-            var now = identity.cpuNanoseconds
-            phases.schedule = Double(now - started)
-            started = now
-            for index in stride(from: 0, to: count, by: 2) {
-                timers[index].invalidate()
-            }
-            now = identity.cpuNanoseconds
-            phases.cancel = Double(now - started)
-            started = now
-            while remaining.value > 0 {
-                _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 300, false)
-            }
-            now = identity.cpuNanoseconds
-            phases.fire = Double(now - started)
-            return phases
+            }, cancel: {
+                for index in stride(from: 0, to: count, by: 2) {
+                    timers[index].invalidate()
+                }
+            }, fire: {
+                while remaining.value > 0 {
+                    _ = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 300, false)
+                }
+            })
         }
     }
 
