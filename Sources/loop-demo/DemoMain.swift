@@ -10,6 +10,20 @@ enum DemoMain {
     static let usageError: Int32 = 2
     static let interrupted: Int32 = 130
 
+    /// Prints a demo's closing `text`, then whether Ctrl-C ended it and where its trace went (if it kept one), and
+    /// returns the exit status: `interrupted` or `success`.
+    static func finish(_ text: String, interrupted: Bool, trace: DemoTrace?, palette: Palette) -> Int32 {
+        var text = text
+        if interrupted {
+            text += "\n" + palette.paint("Ended early by Ctrl-C.", .yellow)
+        }
+        if let note = trace?.finish() {
+            text += "\n" + palette.paint(note, .dim)
+        }
+        Terminal.write(text + "\n")
+        return interrupted ? Self.interrupted : Self.success
+    }
+
     /// Runs `loop-demo` with `arguments` (without the program name) on the calling thread, which must be the main
     /// thread for the demos (they run `Loop.main`); parse errors and help need no loop.
     @available(*, noasync)

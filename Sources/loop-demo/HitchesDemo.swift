@@ -38,15 +38,8 @@ struct HitchesDemo {
         session.onSecond = { second in Terminal.write(Self.row(second, palette: palette) + "\n") }
         let total = session.run()
 
-        var text = "\n" + Self.totals(total, palette: palette)
-        if interrupted {
-            text += "\n" + palette.paint("Ended early by Ctrl-C.", .yellow)
-        }
-        if let note = trace?.finish() {
-            text += "\n" + palette.paint(note, .dim)
-        }
-        Terminal.write(text + "\n")
-        return interrupted ? DemoMain.interrupted : DemoMain.success
+        return DemoMain.finish("\n" + Self.totals(total, palette: palette), interrupted: interrupted, trace: trace,
+                               palette: palette)
     }
 
     private func introduction(_ configuration: HitchesSession.Configuration, palette: Palette) -> String {

@@ -34,15 +34,8 @@ struct PhasesDemo {
         defer { interrupt.cancel() }
 
         let events = try tour.run()
-        var text = self.introduction(palette) + "\n\n" + self.table(events, result: tour.result, palette: palette)
-        if interrupted {
-            text += "\n" + palette.paint("Ended early by Ctrl-C.", .yellow)
-        }
-        if let note = trace?.finish() {
-            text += "\n" + palette.paint(note, .dim)
-        }
-        Terminal.write(text + "\n")
-        return interrupted ? DemoMain.interrupted : DemoMain.success
+        let text = self.introduction(palette) + "\n\n" + self.table(events, result: tour.result, palette: palette)
+        return DemoMain.finish(text, interrupted: interrupted, trace: trace, palette: palette)
     }
 
     private func introduction(_ palette: Palette) -> String {
