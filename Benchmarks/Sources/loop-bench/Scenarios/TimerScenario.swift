@@ -149,40 +149,39 @@ struct TimerScenario: Scenario {
     /// The floor of a loop that waits on descriptors too: a bare thread in ppoll on a timerfd armed at each slot
     /// (absolute CLOCK_MONOTONIC), skipping missed slots.
     static func pollFloorFires(first: UInt64, period: UInt64, slots: Int) -> [UInt64] {
-        let buffer = SampleBuffer(capacity: slots * 2 + 16)
-        let end = first + period * UInt64(slots)
-        let thread = BenchThread(name: "bench-timer-pfloor", tuned: true) { ready in
+        bareThreadFires(name: "bench-timer-pfloor", first: first, period: period, slots: slots) {
             let timer = cloopkit_timerfd_create()
             precondition(timer >= 0, "timerfd_create failed")
-            ready()
             var descriptors = [pollfd(fd: timer, events: Int16(POLLIN), revents: 0)]
-            var slot = first
-            while slot < end {
+            return (sleep: { slot in
                 _ = cloopkit_timerfd_arm(timer, slot)
                 _ = cloopkit_poll_ns(&descriptors, 1, -1)
-                let now = System.now
-                buffer.record(now)
-                slot += period
-                if slot <= now {
-                    slot += (now - slot) / period * period + period
-                }
-            }
-            _ = close(timer)
+            }, close: { _ = close(timer) })
         }
-        thread.join()
-        return buffer.values
     }
 
     /// The floor: a bare thread sleeping to each slot with clock_nanosleep(TIMER_ABSTIME), skipping missed slots.
     static func floorFires(first: UInt64, period: UInt64, slots: Int, realtime: Bool = false) -> [UInt64] {
+        bareThreadFires(name: "bench-timer-floor", first: first, period: period, slots: slots, realtime: realtime) {
+            (sleep: { System.sleep(until: $0) }, close: {})
+        }
+    }
+
+    /// A bare thread, tuned as a LoopThread is, that sleeps to each slot of the grid with the sleep `makeSleeper`
+    /// makes on that thread, records when it woke, and goes on to the next slot after now (missed ones are skipped).
+    static func bareThreadFires(
+        name: String, first: UInt64, period: UInt64, slots: Int, realtime: Bool = false,
+        makeSleeper: @escaping @Sendable () -> (sleep: (UInt64) -> Void, close: () -> Void)
+    ) -> [UInt64] {
         let buffer = SampleBuffer(capacity: slots * 2 + 16)
         let end = first + period * UInt64(slots)
-        let thread = BenchThread(name: "bench-timer-floor", tuned: true) { ready in
+        let thread = BenchThread(name: name, tuned: true) { ready in
             if realtime { _ = System.setRealtimePriority() }
+            let sleeper = makeSleeper()
             ready()
             var slot = first
             while slot < end {
-                System.sleep(until: slot)
+                sleeper.sleep(slot)
                 let now = System.now
                 buffer.record(now)
                 slot += period
@@ -190,6 +189,7 @@ struct TimerScenario: Scenario {
                     slot += (now - slot) / period * period + period
                 }
             }
+            sleeper.close()
         }
         thread.join()
         return buffer.values
