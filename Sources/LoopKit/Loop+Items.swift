@@ -226,17 +226,31 @@ extension Loop {
     }
 
     /// Removes an invalidated item from every mode. Any thread.
+    ///
+    /// From another thread the change is posted to the loop; the message holds the item weakly, since a queued
+    /// message must not keep an invalidated item (or what its closure captures) alive: while the item is in a mode,
+    /// the mode holds it.
     func detachEverywhere<Item: LoopItem & Sendable>(_ item: Item) {
-        self.onLoopThread { loop in
-            loop.commonItems[ObjectIdentifier(item)] = nil
-            if item.modes.count == 1 {
-                for mode in item.modes {
-                    loop.detach(item, fromRealMode: mode)
-                }
-            } else {
-                for mode in item.modes.sorted(by: { $0.name < $1.name }) {
-                    loop.detach(item, fromRealMode: mode)
-                }
+        if self.isCurrent {
+            self.detachNow(item)
+            return
+        }
+        self.post { [weak item] loop in
+            if let item {
+                loop.detachNow(item)
+            }
+        }
+    }
+
+    private func detachNow(_ item: some LoopItem) {
+        self.commonItems[ObjectIdentifier(item)] = nil
+        if item.modes.count == 1 {
+            for mode in item.modes {
+                self.detach(item, fromRealMode: mode)
+            }
+        } else {
+            for mode in item.modes.sorted(by: { $0.name < $1.name }) {
+                self.detach(item, fromRealMode: mode)
             }
         }
     }
@@ -248,16 +262,12 @@ extension Loop {
         }
     }
 
-    /// Queues the timer's next fire in each of its modes; the entries it had become stale, and a queue that is
-    /// mostly stale entries is rebuilt (so re-arming a timer, or firing one in a mode that is not running, cannot
-    /// grow a queue without bound).
+    /// Queues the timer's next fire in each of its modes; the entries it had become stale (and a queue that is
+    /// mostly stale entries is rebuilt, so re-arming a timer cannot grow a queue without bound).
     func requeue(_ timer: LoopTimer) {
-        timer.generation &+= 1
-        guard let entry = timer.makeEntry() else { return }
-        for mode in timer.modes {
-            let items = self.modeItems(for: mode)
-            items.timers.insert(entry)
-            self.compactIfMostlyStale(items)
+        for membership in timer.memberships {
+            guard let items = self.modeItemsByMode[membership.mode] else { continue }
+            timer.schedule(in: items, slot: membership.slot)
         }
     }
 
@@ -272,23 +282,16 @@ extension Loop {
         }
     }
 
-    /// Whether a queue entry still stands for its timer's next fire in `mode`.
-    static func isLive(_ entry: TimerEntry, in mode: LoopMode) -> Bool {
-        entry.generation == entry.timer.generation && entry.timer.modes.contains(mode)
-    }
-
-    /// Rebuilds a mode's timer queue once stale entries outnumber live ones, bounding its memory.
-    func compactIfMostlyStale(_ items: ModeItems) {
-        guard items.timers.count > 64, items.timers.count > 2 * items.timerCount else { return }
-        let mode = items.mode
-        items.timers.compact { Loop.isLive($0, in: mode) }
+    /// Forgets a pending signal of an invalidated source, so that no list keeps it alive. Any thread.
+    func forgetSignal(of source: LoopSource) {
+        self.state.withLock { $0.forgetSignal(of: source) }
+        self.onLoopThread { loop in
+            loop.dropSpentCandidates()
+        }
     }
 
     /// Notes that `source` was signalled, and wakes the loop. Any thread.
     func sourceWasSignalled(_ source: LoopSource) {
-        self.updateShared { state in
-            state.signalledSources.append(source)
-            return state.requestWakeup()
-        }
+        self.wake(if: self.state.withLock { $0.noteSignal(source) })
     }
 }

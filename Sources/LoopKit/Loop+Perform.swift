@@ -2,83 +2,75 @@
 extension Loop {
     /// Queues `block` to run on the loop's thread the next time the loop drains blocks in the default mode. Any thread.
     ///
-    /// Blocks run in FIFO order at fixed points of a pass; a block queued while a drain is running waits for the next
-    /// drain point. Unlike CF, this wakes a sleeping loop. Pending blocks keep their mode alive.
+    /// Blocks run in the order they were queued, nested runs or not, at fixed points of a pass; a block queued while
+    /// a drain is running waits for the next drain point. A block waiting for another mode does not hold back later
+    /// blocks of the running one (as in CF). Unlike CF, this wakes a sleeping loop. Pending blocks keep their mode
+    /// alive.
     ///
     /// - Precondition: The loop's `LoopThread` has not ended (its blocks would never run).
-    /// - Complexity: O(1) amortized; one wake-up write at most per drain, however many blocks are queued.
+    /// - Complexity: O(1) amortized; one wake-up write at most per sleep, however many blocks are queued.
     public func perform(_ block: @escaping @Sendable () -> Void) {
-        self.enqueue(QueuedBlock(modes: .one(.default), body: block))
+        self.enqueue(.one(.default), block, call: "Loop.perform(_:)")
     }
 
     /// Queues `block` to run in any of `modes` (`.common` stands for the common modes at the time it runs). Any thread.
     ///
     /// - Precondition: `modes` is not empty; the loop's `LoopThread` has not ended.
     public func perform(inModes modes: [LoopMode], _ block: @escaping @Sendable () -> Void) {
-        precondition(!modes.isEmpty,
-                     "Loop.perform(inModes:_:): the list of modes is empty, so the block could never run")
+        if modes.isEmpty {
+            fatalError("Loop.perform(inModes:_:): the list of modes is empty, so the block could never run")
+        }
         let queued = modes.count == 1 ? BlockModes.one(modes[0]) : BlockModes.several(modes)
-        self.enqueue(QueuedBlock(modes: queued, body: block))
+        self.enqueue(queued, block, call: "Loop.perform(inModes:_:)")
     }
 
-    private func enqueue(_ block: QueuedBlock) {
-        self.updateShared { state in
-            precondition(!state.hasEnded,
-                         "Loop.perform: the loop's thread has ended (its LoopThread finished or the thread exited); "
-                            + "the block would never run")
-            state.blocks.append(block)
-            return state.requestWakeup()
+    private func enqueue(_ modes: BlockModes, _ block: @escaping @Sendable () -> Void, call: StaticString) {
+        switch self.state.withLock({ $0.enqueue(modes, block) }) {
+        case .queued(let action):
+            self.wake(if: action)
+        case .refused:
+            fatalError("\(call): the loop's thread has ended (its LoopThread finished or the thread exited); "
+                + "the block would never run")
         }
     }
 
-    /// Runs the blocks queued so far that may run in `mode`; later ones wait for the next drain. Loop thread.
+    /// Runs the blocks queued so far that may run in `mode`, in order; later ones wait for the next drain. A run
+    /// nested in one of them continues this batch (see `BlockQueue`). Loop thread.
     ///
     /// - Returns: Whether any block ran.
     @discardableResult
     func performBlocks(in mode: LoopMode) -> Bool {
+        self.takeQueuedBlocks()
+        guard let limit = self.blockQueue.lastSequence else { return false }
         let commonModes = self.commonModeSet
-        // The queue and the loop's spare buffer trade places, so that neither producers' appends nor the drain
-        // allocate once both have grown. The spare is taken: a run nested in a block drains into its own.
-        var spare = self.spareBlocks
-        self.spareBlocks = []
-        var runnable = self.shared.withLock { state -> [QueuedBlock] in
-            guard !state.blocks.isEmpty else { return [] }
-            if state.blocks.allSatisfy({ $0.modes.admit(mode, commonModes: commonModes) }) {
-                swap(&state.blocks, &spare)
-                return spare
-            }
-            var runnable: [QueuedBlock] = []
-            var waiting: [QueuedBlock] = []
-            for block in state.blocks {
-                if block.modes.admit(mode, commonModes: commonModes) {
-                    runnable.append(block)
-                } else {
-                    waiting.append(block)
-                }
-            }
-            state.blocks = waiting
-            return runnable
-        }
-        if spare.isEmpty {
-            self.spareBlocks = spare  // not traded (nothing queued, or some blocks wait for another mode): keep it
-        }
-        spare = []  // after a trade, `runnable` is left the only reference to the drained buffer, reused below
-        for block in runnable {
+        var position = 0
+        var ranAny = false
+        self.blockQueue.beginDrain()
+        while let block = self.blockQueue.takeNext(upTo: limit, admittedIn: mode, commonModes: commonModes,
+                                                   from: &position) {
             self.callOut(.block) { block.body() }
+            ranAny = true
         }
-        let ranAny = !runnable.isEmpty
-        runnable.removeAll(keepingCapacity: true)
-        if runnable.capacity > self.spareBlocks.capacity && runnable.capacity <= Loop.spareBlocksCapacityLimit {
-            self.spareBlocks = runnable  // a burst's huge buffer is let go instead
-        }
+        self.blockQueue.endDrain(capacityLimit: Loop.spareBlocksCapacityLimit)
         return ranAny
     }
 
-    /// Whether a queued block may run in `mode`. Loop thread.
+    /// Moves the blocks queued since the last take from the shared state to `blockQueue`.
+    private func takeQueuedBlocks() {
+        var taken = self.spareBlocks
+        self.spareBlocks = []
+        self.state.withLock { $0.takeBlocks(into: &taken) }
+        if !taken.isEmpty {
+            self.blockQueue.append(contentsOf: taken)
+            taken.removeAll(keepingCapacity: taken.capacity <= Loop.spareBlocksCapacityLimit)
+        }
+        self.spareBlocks = taken
+    }
+
+    /// Whether a block that `mode` admits is queued. Loop thread.
     func hasBlocks(for mode: LoopMode) -> Bool {
         let commonModes = self.commonModeSet
-        return self.shared.withLock { state in
-            state.blocks.contains { $0.modes.admit(mode, commonModes: commonModes) }
-        }
+        return self.blockQueue.hasBlock(admittedIn: mode, commonModes: commonModes)
+            || self.state.withLock { $0.hasBlock(admittedIn: mode, commonModes: commonModes) }
     }
 }

@@ -11,7 +11,8 @@ import Synchronization
 /// signalling sources and invalidating items are safe from any thread; an item added from another thread takes
 /// effect at once, since the call wakes the loop.
 // @unchecked Sendable: every `var` below the "Loop thread only" mark is touched only on the loop's thread (checked by
-// `preconditionIsCurrent`); cross-thread state is in `shared` (a Mutex), `waiting` (an Atomic) and `wakeup`.
+// `preconditionIsCurrent`); cross-thread state is in `state` (a lock around a state machine) and `waiter` (whose
+// cross-thread calls are thread-safe).
 public final class Loop: @unchecked Sendable {
     enum Owner: Equatable {
         case thread(token: UInt64)
@@ -20,18 +21,15 @@ public final class Loop: @unchecked Sendable {
 
     // MARK: Immutable; readable from any thread
     let clock: any LoopClock
-    /// Set when `clock` is a manual clock: the loop then advances it instead of sleeping.
-    let manualClock: ManualLoopClock?
-    let wakeup: WakeupPipe
+    /// Where the loop sleeps and how it is woken (the only sleeping machinery; see `LoopWaiter`).
+    let waiter: any LoopWaiter
     private let owner: Owner
+    /// Passes that woke from a sleep and then had nothing to do (`Loop.counters`).
+    let emptyWakeUps = Atomic<UInt64>(0)
 
     // MARK: Shared with other threads
-    let shared = Mutex(SharedState())
-    let waiting = Atomic<Bool>(false)
-    /// The descriptor sources whose `events` changed (any thread) since the loop last looked, so that the epoll
-    /// registrations of large modes are brought up to date for those sources alone, before the next sleep.
-    let descriptorSourcesWithNewEvents = Mutex<[LoopDescriptorSource]>([])
-    let hasDescriptorSourcesWithNewEvents = Atomic<Bool>(false)
+    /// The lifecycle, runs, stops, waits and queued work, as a state machine (`LoopStateMachine`).
+    let state = LoopLock(LoopStateMachine())
 
     // MARK: Loop thread only
     var modeItemsByMode: [LoopMode: ModeItems] = [:]
@@ -40,62 +38,64 @@ public final class Loop: @unchecked Sendable {
     var commonItems: [ObjectIdentifier: any LoopItem] = [:]
     var runningModes: [LoopMode] = []
     var lastSequence: UInt64 = 0
-    let poller: any Poller
-    let waitCounts = WaitCounters()
-    /// The last wait found the wake-up pipe readable; it is drained at the end of the pass.
-    var isWakeupReadable = false
-    /// Counts waits, so that a pass can tell that a run nested in a callback polled since it did.
-    var pollGeneration: UInt64 = 0
-    var polledSources: [LoopDescriptorSource] = []
-    /// From this many descriptor sources in a mode, the loop sleeps on an epoll set instead of a ppoll on all of them
-    /// (`DescriptorRegistry`). Tests lower it to run the descriptor tests through both paths.
-    var largeModeThreshold = Loop.defaultLargeModeThreshold
-    static let defaultLargeModeThreshold = 32
-    /// Where the loop sleeps until its next timer (`nil`: ppoll's own timeout, less precise). Only for the system
-    /// clock: a manual clock's loop never sleeps on time.
-    lazy var deadlineTimer: DeadlineTimer? = self.manualClock == nil && self.clock is SystemLoopClock
-        ? DeadlineTimer() : nil
-    /// The signalled sources that the running pass took from `shared` and has yet to run, so that a run nested in
-    /// one of their callbacks runs them as CF's does, instead of leaving them for after the nested run returns.
-    var unrunSignalledSources: ArraySlice<LoopSource> = []
+    /// The blocks taken from `state` and not run yet, across nested runs (see `BlockQueue`).
+    var blockQueue = BlockQueue()
+    /// The empty buffer traded with the state's block list at the next take, so that taking allocates nothing.
+    var spareBlocks: [QueuedBlock] = []
+    static let spareBlocksCapacityLimit = 4_096
+    /// The signalled sources taken from `state` that have not run yet, first signalled first; a source is in it
+    /// while its `candidateTicket` matches (see `Loop+Sources`). Shared by nested runs, as CF's sources are.
+    var signalledCandidates: [(source: LoopSource, ticket: UInt64)] = []
+    var lastCandidateTicket: UInt64 = 0
+    var spareSignalled: [LoopSource] = []
     /// The tracer recording callouts, if one is attached (weak: the tracer owns the recording, not the loop).
     weak var tracer: LoopTracer?
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
     var dueTimersScratch: [TimerEntry] = []
-    /// The empty buffer that takes the place of the block queue at the next drain (see `performBlocks`).
-    var spareBlocks: [QueuedBlock] = []
-    /// The buffer `descriptorSourcesWithNewEvents` is traded with, so that taking the list allocates nothing.
-    var sourcesWithNewEventsScratch: [LoopDescriptorSource] = []
-    static let spareBlocksCapacityLimit = 4_096
+    /// Counts waits and looks, so that a pass can tell that a run nested in a callback waited since it did.
+    var waitGeneration: UInt64 = 0
+    /// Counts timer fires, so that a pass can tell whether it fired any.
+    var firedTimers: UInt64 = 0
 
     /// A loop owned by the calling thread, reading time from `clock`.
     ///
     /// This loop is not the thread's `Loop.current`; it is for tests (with a `ManualLoopClock`) and for code that
-    /// keeps its own loop. Only the calling thread may run it.
+    /// keeps its own loop. Only the calling thread may run it. A clock that conforms to `VirtualLoopClock` is
+    /// advanced instead of slept on.
     ///
     /// - Throws: `SystemCallError` when the wake-up pipe cannot be created (e.g. out of descriptors).
     public convenience init(clock: any LoopClock = SystemLoopClock()) throws(SystemCallError) {
-        try self.init(clock: clock, owner: .thread(token: ThreadLocal.currentToken))
+        try self.init(clock: clock, owner: .thread(token: ThreadLocal.currentToken),
+                      waiter: Loop.makeWaiter(clock: clock, backend: LoopBackend.selected))
     }
 
-    /// A loop owned by the calling thread that waits through `poller`: tests inject a fake one.
-    convenience init(clock: any LoopClock, poller: any Poller) throws(SystemCallError) {
-        try self.init(clock: clock, owner: .thread(token: ThreadLocal.currentToken), poller: poller)
+    /// A loop owned by the calling thread that sleeps through `waiter`: tests inject their own.
+    convenience init(clock: any LoopClock, waiter: any LoopWaiter) {
+        self.init(clock: clock, owner: .thread(token: ThreadLocal.currentToken), waiter: waiter)
     }
 
-    init(clock: any LoopClock, owner: Owner, poller: any Poller = SystemPoller()) throws(SystemCallError) {
+    init(clock: any LoopClock, owner: Owner, waiter: any LoopWaiter) {
         self.clock = clock
-        self.manualClock = clock as? ManualLoopClock
-        self.wakeup = try WakeupPipe()
+        self.waiter = waiter
         self.owner = owner
-        self.poller = poller
+    }
+
+    /// The waiter for a loop on `clock`: `backend`'s, advancing the clock instead of sleeping if it is virtual.
+    static func makeWaiter(clock: any LoopClock, backend: LoopBackend) throws(SystemCallError) -> any LoopWaiter {
+        let waiter = try PollWaiter(backend: backend, clock: clock)
+        if let virtualClock = clock as? any VirtualLoopClock {
+            return VirtualTimeWaiter(wrapping: waiter, clock: virtualClock)
+        }
+        return waiter
     }
 
     private static func makeOrTrap(owner: Owner) -> Loop {
         do {
-            return try Loop(clock: SystemLoopClock(), owner: owner)
+            let clock = SystemLoopClock()
+            return Loop(clock: clock, owner: owner,
+                        waiter: try Loop.makeWaiter(clock: clock, backend: LoopBackend.selected))
         } catch {
-            preconditionFailure("LoopKit: cannot create a loop: \(error)")
+            fatalError("LoopKit: cannot create a loop: \(error)")
         }
     }
 
@@ -118,6 +118,10 @@ public final class Loop: @unchecked Sendable {
     private static let mainThreadToken = Atomic<UInt64>(0)
 
     deinit {
+        #if DEBUG
+        let (activeRuns, isWaiting) = self.state.withLock { ($0.activeRuns, $0.isLoopWaiting) }
+        assert(activeRuns == 0 && !isWaiting, "LoopKit bug: a loop was freed while one of its runs was active")
+        #endif
         // Items may outlive their loop and join another: forget this loop's modes (no callbacks from a deinit).
         for (item, _) in self.scheduledItems() {
             if let timer = item as? LoopTimer {
@@ -133,23 +137,18 @@ public final class Loop: @unchecked Sendable {
     /// new work. Breaks the cycles through callbacks that capture the loop, so the loop is freed. Called on the
     /// exiting thread.
     func threadDidExit() {
-        self.shared.withLock { state in
-            state.hasEnded = true
-            state.blocks = []
-            state.controlMessages = []
-            state.signalledSources = []
-        }
+        self.state.withLock { $0.end() }
         self.tracer = nil
         self.commonItems = [:]
-        self.descriptorSourcesWithNewEvents.withLock { $0 = [] }
-        self.sourcesWithNewEventsScratch = []
         for (item, mode) in self.scheduledItems() {
             self.detach(item, fromRealMode: mode)
         }
-        // The queues still hold (stale) entries and the last pass's sources: let them go too.
         self.modeItemsByMode = [:]
-        self.polledSources = []
-        self.unrunSignalledSources = []
+        self.waiter.forgetModes()
+        self.blockQueue = BlockQueue()
+        self.signalledCandidates = []
+        self.spareBlocks = []
+        self.spareSignalled = []
     }
 
     /// Every item in every mode, with the mode, in a stable order. Loop thread (or deinit).
@@ -160,12 +159,8 @@ public final class Loop: @unchecked Sendable {
             for source in items.sources { result.append((source, mode)) }
             for source in items.descriptorSources { result.append((source, mode)) }
             for observer in items.observers { result.append((observer, mode)) }
-            var seen = Set<ObjectIdentifier>()
-            // A pass's due batch is off the queue while it fires (a timer callback may be what tears the loop down).
-            for entry in items.dueTimers + items.timers.entries where entry.timer.modes.contains(mode) {
-                if seen.insert(ObjectIdentifier(entry.timer)).inserted {
-                    result.append((entry.timer, mode))
-                }
+            for timer in items.timers.allTimers {
+                result.append((timer, mode))
             }
         }
         return result
@@ -208,32 +203,22 @@ public final class Loop: @unchecked Sendable {
 
     /// Whether the loop is asleep waiting for work (CF's `CFRunLoopIsWaiting`). Any thread; a snapshot.
     public var isWaiting: Bool {
-        self.waiting.load(ordering: .acquiring)
+        self.state.withLock { $0.isLoopWaiting }
     }
 
-    /// Records that `source`'s events changed, for the epoll registrations of large modes (each source listed once
-    /// until the loop takes the list). Any thread; call it before waking the loop.
-    func noteNewEvents(of source: LoopDescriptorSource) {
-        guard !source.isListedWithNewEvents.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        self.descriptorSourcesWithNewEvents.withLock { list in
-            list.append(source)
-            self.hasDescriptorSourcesWithNewEvents.store(true, ordering: .releasing)
-        }
-    }
-
-    /// Wakes the loop if it is asleep, so that it makes another pass. Any thread.
+    /// Wakes the loop if it is asleep, so that it makes another pass; a no-op while no run is active. Any thread.
     ///
-    /// Wake-ups coalesce: until the loop drains them, further calls make no system call.
+    /// Wake-ups coalesce: while one is on its way, further calls make no system call. Called while the loop is
+    /// running but awake, it makes the loop's next wait a mere look.
     public func wakeUp() {
-        self.updateShared { $0.requestWakeup() }
+        self.wake(if: self.state.withLock { $0.requestWakeUp() })
     }
 
-    /// Changes the shared state under its lock; when `change` returns `true` (it asked for the first wake-up since
-    /// the last drain), writes the wake-up byte once the lock is released, so no system call runs under it.
-    /// Any thread.
-    func updateShared(_ change: (inout SharedState) -> Bool) {
-        if self.shared.withLock({ change(&$0) }) {
-            self.wakeup.notify()
+    /// Acts on a state machine's decision, after its lock is released: writes the wake-up if asked. Any thread.
+    @inline(__always)
+    func wake(if action: LoopStateMachine.WakeAction) {
+        if action == .wakeUp {
+            self.waiter.wakeUp()
         }
     }
 
@@ -242,24 +227,17 @@ public final class Loop: @unchecked Sendable {
     /// While no `run` call is active this does nothing (as in CF). A stop that arrives while a nested run is ending
     /// for another reason (a handled source, its deadline) ends the outer run; at the outermost run it is spent.
     public func stop() {
-        self.updateShared { state in
-            guard state.runDepth > 0 else { return false }
-            state.isStopRequested = true
-            return state.requestWakeup()
-        }
+        self.wake(if: self.state.withLock { $0.requestStop() })
     }
 
     /// Makes every present and future run return `.stopped` (sticky). Any thread. Used by `LoopThread`.
     func shutDown() {
-        self.updateShared { state in
-            state.isShutDown = true
-            return state.requestWakeup()
-        }
+        self.wake(if: self.state.withLock { $0.shutDown() })
     }
 
     /// Whether `shutDown()` was called. Any thread.
     var isShutDown: Bool {
-        self.shared.withLock { $0.isShutDown }
+        self.state.withLock { $0.isShuttingDownOrEnded }
     }
 
     /// Runs `body` with the loop now if called on the loop's thread, else at the loop's next pass (waking it).
@@ -270,20 +248,17 @@ public final class Loop: @unchecked Sendable {
             body(self)
             return
         }
-        self.updateShared { state in
-            guard !state.hasEnded else { return false }
-            state.controlMessages.append(body)
-            return state.requestWakeup()
-        }
+        self.post(body)
+    }
+
+    /// Queues `body` for the loop's next pass, waking it. Any thread.
+    func post(_ body: @escaping @Sendable (Loop) -> Void) {
+        self.wake(if: self.state.withLock { $0.post(body) })
     }
 
     /// Applies the item changes that other threads queued. Loop thread.
     func applyControlMessages() {
-        let messages = self.shared.withLock { state -> [@Sendable (Loop) -> Void] in
-            guard !state.controlMessages.isEmpty else { return [] }
-            defer { state.controlMessages = [] }
-            return state.controlMessages
-        }
+        let messages = self.state.withLock { $0.takeControlMessages() }
         for message in messages {
             message(self)
         }

@@ -1,9 +1,28 @@
-/// Where a loop reads the time: the monotonic clock by default, or a `ManualLoopClock` in tests.
+/// Where a loop reads the time: the monotonic clock by default, or a `ManualLoopClock` (or another
+/// `VirtualLoopClock`) in tests.
 ///
 /// Conforming types must be safe to read from any thread.
 public protocol LoopClock: Sendable {
     /// The current instant. Never goes backwards.
     var now: LoopInstant { get }
+
+    /// Whether `now` reads the system's monotonic clock (`CLOCK_MONOTONIC`), so that a loop may sleep until one of
+    /// its instants on a kernel timer. `false` by default: the loop then sleeps for the time left, read from `now`.
+    var readsSystemMonotonicClock: Bool { get }
+}
+
+extension LoopClock {
+    public var readsSystemMonotonicClock: Bool { false }
+}
+
+/// A clock whose time moves only when told to: a loop on one never sleeps in real time to wait for an instant.
+///
+/// When a loop on a virtual clock would sleep until its next timer or its run deadline, it looks at its descriptors
+/// without blocking and, if nothing is ready, calls `advance(to:)` with that instant instead, as if it had slept.
+/// Conform your own test clock to use it; `ManualLoopClock` is LoopKit's.
+public protocol VirtualLoopClock: LoopClock {
+    /// Moves the clock forward to `instant`; an instant in the past leaves it unchanged. Any thread.
+    func advance(to instant: LoopInstant)
 }
 
 /// The system's monotonic clock (`CLOCK_MONOTONIC`), in nanoseconds. Readable from any thread.
@@ -13,4 +32,6 @@ public struct SystemLoopClock: LoopClock {
     public var now: LoopInstant {
         LoopInstant(nanoseconds: monotonicNanoseconds())
     }
+
+    public var readsSystemMonotonicClock: Bool { true }
 }

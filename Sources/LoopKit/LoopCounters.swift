@@ -10,6 +10,9 @@ package struct LoopCounters: Sendable, Hashable {
     package var waits: UInt64
     /// Calls to ppoll(2) that could block (a timeout other than zero).
     package var blockingWaits: UInt64
+    /// Passes that woke from a sleep and then had nothing to do: no timer, source, block, stop or deadline. Only a
+    /// wake-up for work in a mode that is not running makes one.
+    package var emptyWakeUps: UInt64 = 0
 
     /// The counts from `earlier` to `self`.
     package func since(_ earlier: LoopCounters) -> LoopCounters {
@@ -17,7 +20,8 @@ package struct LoopCounters: Sendable, Hashable {
             wakeUpWrites: self.wakeUpWrites &- earlier.wakeUpWrites,
             wakeUpDrains: self.wakeUpDrains &- earlier.wakeUpDrains,
             waits: self.waits &- earlier.waits,
-            blockingWaits: self.blockingWaits &- earlier.blockingWaits
+            blockingWaits: self.blockingWaits &- earlier.blockingWaits,
+            emptyWakeUps: self.emptyWakeUps &- earlier.emptyWakeUps
         )
     }
 }
@@ -25,17 +29,13 @@ package struct LoopCounters: Sendable, Hashable {
 extension Loop {
     /// What the loop has done so far. Any thread; each figure is read atomically, the set is not a snapshot.
     package var counters: LoopCounters {
-        LoopCounters(
-            wakeUpWrites: self.wakeup.notifyCount.load(ordering: .relaxed),
-            wakeUpDrains: self.wakeup.drainCount.load(ordering: .relaxed),
-            waits: self.waitCounts.waits.load(ordering: .relaxed),
-            blockingWaits: self.waitCounts.blockingWaits.load(ordering: .relaxed)
+        let counts = self.waiter.counts
+        return LoopCounters(
+            wakeUpWrites: counts.wakeUpWrites.load(ordering: .relaxed),
+            wakeUpDrains: counts.wakeUpDrains.load(ordering: .relaxed),
+            waits: counts.waits.load(ordering: .relaxed),
+            blockingWaits: counts.blockingWaits.load(ordering: .relaxed),
+            emptyWakeUps: self.emptyWakeUps.load(ordering: .relaxed)
         )
     }
-}
-
-/// How many waits a loop made, and how many of them could block; written on the loop's thread, read from any.
-final class WaitCounters: Sendable {
-    let waits = Atomic<UInt64>(0)
-    let blockingWaits = Atomic<UInt64>(0)
 }

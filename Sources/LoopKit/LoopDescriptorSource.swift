@@ -14,7 +14,7 @@ import Synchronization
 /// descriptor closed first, while a `dup` of it lives on elsewhere, may make the loop rebuild the mode's epoll set
 /// once (O(n)).
 ///
-/// A source may be created on any thread. `events`, `cancel()` and `isValid` are safe from any thread; the handler
+/// A source may be created on any thread. `events`, `invalidate()` and `isValid` are safe from any thread; the handler
 /// runs on the loop's thread. A source belongs to one loop; the descriptor stays the caller's to close.
 // @unchecked Sendable: `handler` and the `// MARK: Loop thread only` state are touched only on the loop's thread;
 // cross-thread state is atomic.
@@ -26,7 +26,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
     private let watched: Atomic<UInt8>
     private let valid = Atomic<Bool>(true)
-    /// Whether the source is in its loop's list of sources whose events changed (`Loop.noteNewEvents(of:)`).
+    /// Whether the source is in its loop's list of sources whose events changed (`PollWaiter.noteNewEvents(of:)`).
     let isListedWithNewEvents = Atomic<Bool>(false)
     private let handler: (LoopDescriptorSource, DescriptorEvents) -> Void
     let link = LoopLink()
@@ -72,7 +72,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
             LoopDescriptorSource.checkWatchable(newValue, call: "LoopDescriptorSource.events")
             let old = self.watched.exchange(newValue.rawValue, ordering: .acquiringAndReleasing)
             guard old != newValue.rawValue, let loop = self.link.loop else { return }
-            loop.noteNewEvents(of: self)  // before the wake-up, so that the pass it starts sees the change
+            loop.waiter.noteNewEvents(of: self)  // before the wake-up, so that the wait it ends sees the change
             if !loop.isCurrent {
                 loop.wakeUp()  // the loop is maybe asleep on the old set of events
             }
@@ -86,9 +86,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
     /// Stops watching for good and removes the source from every mode. Any thread; doing it twice does nothing.
     ///
-    /// After `cancel()` returns on the loop's thread, the handler is not called again. From another thread, a
+    /// After `invalidate()` returns on the loop's thread, the handler is not called again. From another thread, a
     /// handler call already under way may finish.
-    public func cancel() {
+    public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
         self.link.loop?.detachEverywhere(self)
     }
@@ -105,11 +105,11 @@ extension LoopDescriptorSource: LoopItem {
 
     func attach(to items: ModeItems, loop: Loop) {
         ModeItems.insertSorted(self, into: &items.descriptorSources) { ($0.order, $0.sequence) }
-        items.descriptorRegistry?.add(self)
+        loop.waiter.descriptorSource(self, didJoin: items)
     }
 
     func detach(from items: ModeItems, loop: Loop) {
         ModeItems.remove(self, from: &items.descriptorSources)
-        items.descriptorRegistry?.remove(self)
+        loop.waiter.descriptorSource(self, didLeave: items)
     }
 }

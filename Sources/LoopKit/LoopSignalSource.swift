@@ -8,7 +8,7 @@ import Synchronization
 /// count says how many (the kernel itself merges a standard signal sent again while still pending). The handler is
 /// installed before `init` returns, so a signal raised right after is counted.
 ///
-/// One source per signal at a time. `cancel()` is safe from any thread; it gives the signal back the disposition it
+/// One source per signal at a time. `invalidate()` is safe from any thread; it gives the signal back the disposition it
 /// had before (its default action, or `SIG_IGN` under nohup, or another handler).
 // @unchecked Sendable: every stored property is immutable; `pipe` and `source` are themselves thread-safe.
 public final class LoopSignalSource: @unchecked Sendable {
@@ -50,15 +50,15 @@ public final class LoopSignalSource: @unchecked Sendable {
     }
 
     deinit {
-        self.cancel()
+        self.invalidate()
     }
 
     /// Stops delivering: the handler is not called again, and the signal gets back the disposition it had before.
     /// Any thread; twice does nothing.
-    public func cancel() {
+    public func invalidate() {
         guard self.source.isValid else { return }
         ProcessSignals.uninstall(self.signal)
-        self.source.cancel()
+        self.source.invalidate()
     }
 
     /// Sends `signal` to this process (`kill(getpid(), signal)`: any thread that does not block it takes it).

@@ -26,6 +26,8 @@ public final class LoopSource: @unchecked Sendable {
     // MARK: Loop thread only
     var modes: ModeSet = []
     var sequence: UInt64 = 0
+    /// The ticket of the source's entry in its loop's `signalledCandidates`, or 0 when it has none.
+    var candidateTicket: UInt64 = 0
 
     /// A signalled source.
     ///
@@ -68,7 +70,9 @@ public final class LoopSource: @unchecked Sendable {
     /// Removes the source from every mode of its loop for good. Any thread; doing it twice does nothing.
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        self.link.loop?.detachEverywhere(self)
+        guard let loop = self.link.loop else { return }
+        loop.forgetSignal(of: self)
+        loop.detachEverywhere(self)
     }
 
     // MARK: Used by the loop (loop thread)

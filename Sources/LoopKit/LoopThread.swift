@@ -112,14 +112,8 @@ extension Loop {
     /// Takes every queued block, in any mode; when there are none, or this is the `final` round, the loop ends with
     /// them (so a block queued from now on is refused rather than lost). Loop thread.
     func takeRemainingBlocks(final: Bool) -> (blocks: [QueuedBlock], ended: Bool) {
-        self.shared.withLock { state in
-            let blocks = state.blocks
-            state.blocks = []
-            if blocks.isEmpty || final {
-                state.hasEnded = true
-                return (blocks, true)
-            }
-            return (blocks, false)
-        }
+        let taken = self.blockQueue.takeAll()
+        let (queued, ended) = self.state.withLock { $0.takeRemainingBlocks(final: final) }
+        return (taken + queued, ended)
     }
 }

@@ -41,11 +41,17 @@ public final class LoopTimer: @unchecked Sendable {
     /// retains a scheduled CADisplayLink; weak otherwise, so an unscheduled link is freed.
     weak var servedObject: AnyObject?
 
+    /// A mode the timer is in, and its slot in that mode's `ModeTimers`.
+    struct Membership {
+        let mode: LoopMode
+        let slot: Int32
+    }
+
     // MARK: Loop thread only
     private var retainedServedObject: AnyObject?
     var modes: ModeSet = []
+    var memberships: [Membership] = []
     var sequence: UInt64 = 0
-    var generation: UInt64 = 0
     var isFiring = false
 
     /// A timer that first fires `interval` after it is added to a loop.
@@ -181,6 +187,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// Forgets the modes of a loop that is going away, without callbacks. Loop thread, or the loop's deinit.
     func forgetModes() {
         self.modes = []
+        self.memberships = []
         self.retainedServedObject = nil
     }
 
@@ -193,17 +200,20 @@ public final class LoopTimer: @unchecked Sendable {
         }
     }
 
-    /// The entry to queue for the timer's current schedule, or `nil` once invalid.
-    func makeEntry() -> TimerEntry? {
+    /// The next fire to queue (deadline and tolerance in nanoseconds), or `nil` once invalid.
+    func nextFire() -> (deadline: UInt64, tolerance: UInt64)? {
         self.schedule.withLock { schedule in
             guard schedule.isValid, let fireDate = schedule.fireDate else { return nil }
-            return TimerEntry(
-                deadline: fireDate.nanoseconds,
-                sequence: self.sequence,
-                generation: self.generation,
-                tolerance: UInt64(max(schedule.tolerance.clampedNanoseconds, 0)),
-                timer: self
-            )
+            return (fireDate.nanoseconds, UInt64(max(schedule.tolerance.clampedNanoseconds, 0)))
+        }
+    }
+
+    /// Queues the next fire in `items`' mode, in `slot`; an invalid timer's entries there become stale.
+    func schedule(in items: ModeItems, slot: Int32) {
+        if let (deadline, tolerance) = self.nextFire() {
+            items.timers.schedule(slot: slot, deadline: deadline, order: self.sequence, tolerance: tolerance)
+        } else {
+            items.timers.unschedule(slot: slot)
         }
     }
 
@@ -248,17 +258,17 @@ extension LoopTimer: LoopItem {
     func attach(to items: ModeItems, loop: Loop) {
         self.resolveFireDate(now: loop.now)  // normally done by `Loop.add` already, on the calling thread
         self.retainedServedObject = self.servedObject
-        items.timerCount += 1
-        if let entry = self.makeEntry() {
-            items.timers.insert(entry)
-        }
+        let slot = items.timers.add(self)
+        self.memberships.append(Membership(mode: items.mode, slot: slot))
+        self.schedule(in: items, slot: slot)
     }
 
     func detach(from items: ModeItems, loop: Loop) {
         if self.modes.isEmpty {
             self.retainedServedObject = nil
         }
-        items.timerCount -= 1
-        loop.compactIfMostlyStale(items)
+        guard let index = self.memberships.firstIndex(where: { $0.mode == items.mode }) else { return }
+        items.timers.remove(slot: self.memberships[index].slot)
+        self.memberships.remove(at: index)
     }
 }

@@ -10,7 +10,7 @@ import Synchronization
 ///
 /// Several loops may share one manual clock; then each advances it for all of them. Any thread may read or
 /// advance the clock.
-public final class ManualLoopClock: LoopClock {
+public final class ManualLoopClock: VirtualLoopClock {
     private let instant: Mutex<LoopInstant>
 
     /// A clock that starts at `start` (by default one second after the origin, so that `start - 1 s` exists).

@@ -31,7 +31,7 @@ struct HitchesDemo {
             interrupted = true
             session.stop()
         }
-        defer { interrupt.cancel() }
+        defer { interrupt.invalidate() }
 
         let introduction = self.introduction(session.configuration, palette: palette)
         Terminal.write(introduction + "\n\n" + Self.header(palette) + "\n")

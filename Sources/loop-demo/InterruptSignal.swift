@@ -5,7 +5,7 @@ import LoopKit
 /// printed, the trace written and the terminal restored.
 ///
 /// Each signal is a `LoopSignalSource` in `common`: the handler runs on the loop's thread, in `default` or inside a
-/// drag's `tracking` run alike, so a drag does not hold off a Ctrl-C. `cancel()` gives the signals their default
+/// drag's `tracking` run alike, so a drag does not hold off a Ctrl-C. `invalidate()` gives the signals their default
 /// action back.
 final class InterruptSignal {
     private let sources: [LoopSignalSource]
@@ -26,7 +26,7 @@ final class InterruptSignal {
                     handler()
                 })
             } catch {
-                sources.forEach { $0.cancel() }
+                sources.forEach { $0.invalidate() }
                 throw DemoError("cannot catch signal \(number): \(error)")
             }
         }
@@ -34,9 +34,9 @@ final class InterruptSignal {
     }
 
     /// Stops catching the signals: their default action applies again. Any thread.
-    func cancel() {
+    func invalidate() {
         for source in self.sources {
-            source.cancel()
+            source.invalidate()
         }
     }
 }

@@ -19,7 +19,7 @@ final class KeyboardTouchInput: TouchInput {
         let reader = LoopDescriptorSource(descriptor: self.descriptor, events: .readable) { [weak session] source, _ in
             guard let session else { return }
             guard let byte = Terminal.readByte(from: source.descriptor) else {
-                source.cancel()  // end of input: nobody can end a drag any more
+                source.invalidate()  // end of input: nobody can end a drag any more
                 session.quit()
                 return
             }
@@ -38,7 +38,7 @@ final class KeyboardTouchInput: TouchInput {
     }
 
     func stop() {
-        self.reader?.cancel()
+        self.reader?.invalidate()
         self.reader = nil
         Terminal.restoreKeyboard()
     }

@@ -31,7 +31,7 @@ struct PhasesDemo {
             interrupted = true
             tour.stop()
         }
-        defer { interrupt.cancel() }
+        defer { interrupt.invalidate() }
 
         let events = try tour.run()
         let text = self.introduction(palette) + "\n\n" + self.table(events, result: tour.result, palette: palette)

@@ -90,7 +90,7 @@ final class PhasesTour {
         observer.invalidate()
         timer.invalidate()
         source.invalidate()
-        reader.cancel()
+        reader.invalidate()
         pipe.closeReadEnd()
         return self.events
     }

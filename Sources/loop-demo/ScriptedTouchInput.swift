@@ -43,7 +43,7 @@ final class ScriptedTouchInput: TouchInput {
             case .wouldBlock:
                 break
             case .endOfFile:
-                source.cancel()  // the script is over and the writer closed its end
+                source.invalidate()  // the script is over and the writer closed its end
             }
         }
         session.loop.add(reader, forMode: .common)
@@ -70,7 +70,7 @@ final class ScriptedTouchInput: TouchInput {
         for timer in self.timers {
             timer.invalidate()
         }
-        self.reader?.cancel()  // before the read end is closed, so the loop never polls a closed descriptor
+        self.reader?.invalidate()  // before the read end is closed, so the loop never polls a closed descriptor
         self.pipe?.closeWriteEnd()
         self.pipe?.closeReadEnd()
         self.player = nil

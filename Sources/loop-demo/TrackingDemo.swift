@@ -31,7 +31,7 @@ struct TrackingDemo {
         let trace = try DemoTrace.start(path: self.options.common.tracePath, loop: loop)
         let interrupt = try InterruptSignal(loop: loop) { session.quit(interrupted: true) }
         defer {
-            interrupt.cancel()
+            interrupt.invalidate()
             Terminal.restore()
         }
 

@@ -52,7 +52,7 @@ struct AnyThreadAndCallbackTests {
             pipe.readAll()
             victim.invalidate()
             loop.add(LoopTimer(interval: .zero) { _ in added.append("new timer") }, forMode: .default)
-            source.cancel()
+            source.invalidate()
             loop.stop()
         }, forMode: .default)
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
@@ -97,7 +97,7 @@ struct AnyThreadAndCallbackTests {
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { source, _ in
             pipe.readAll()
             seen.append("descriptor")
-            source.cancel()
+            source.invalidate()
         }, forMode: .common)
         loop.add(LoopDisplayLink(display: .sixtyHertz) { link, _ in
             seen.append("frame")

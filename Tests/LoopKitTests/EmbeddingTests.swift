@@ -89,7 +89,7 @@ struct EmbeddingTests {
         let source = try LoopSignalSource(signal: SIGUSR1, loop: loop) { count in
             counts.append(count)
         }
-        defer { source.cancel() }
+        defer { source.invalidate() }
         let start = loop.now
         for round in 1...3 {
             LoopSignalSource.sendToThisProcess(SIGUSR1)
@@ -108,7 +108,7 @@ struct EmbeddingTests {
             counts.append(count)
             loop.stop()
         }
-        defer { source.cancel() }
+        defer { source.invalidate() }
         let raiser = startThread {
             guard waitUntil({ loop.isWaiting }) else { return }
             LoopSignalSource.sendToThisProcess(SIGUSR2)
@@ -122,15 +122,15 @@ struct EmbeddingTests {
     @Test func aSecondSourceForTheSameSignalOrAnUncatchableSignalIsAThrownError() throws {
         let loop = try Loop()
         let first = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
-        defer { first.cancel() }
+        defer { first.invalidate() }
         #expect(throws: SystemCallError(call: "sigaction", code: EBUSY)) {
             _ = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
         }
         #expect(throws: SystemCallError(call: "sigaction", code: EINVAL)) {
             _ = try LoopSignalSource(signal: SIGKILL, loop: loop) { _ in }
         }
-        first.cancel()
+        first.invalidate()
         let again = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
-        again.cancel()
+        again.invalidate()
     }
 }

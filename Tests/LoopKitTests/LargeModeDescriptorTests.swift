@@ -12,7 +12,7 @@ import Testing
 @Suite("Descriptor sources in a large mode", .serialized, .timeLimit(.minutes(1)))
 struct LargeModeDescriptorTests {
     private func registry(of loop: Loop, mode: LoopMode = .default) -> DescriptorRegistry? {
-        loop.modeItemsByMode[mode]?.descriptorRegistry
+        loop.modeItemsByMode[mode].flatMap { loop.pollWaiter?.registry(for: $0) }
     }
 
     /// Adds a source on `descriptor` to `loop`'s default mode that records the events it is called with.
@@ -37,7 +37,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aLargeModeSleepsOnEpollAndCallsOnlyTheSourceThatBecameReady() throws {
-        let loop = try Loop()
+        let loop = try Loop.onLinuxBackend()
         let pairs = try (0..<100).map { _ in try TestSocketPair() }
         let calls = Recorder<Int>()
         for (index, pair) in pairs.enumerated() {
@@ -66,7 +66,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aDescriptorClosedWithoutCancellingIsReportedInvalidInALargeMode() throws {
-        let loop = try Loop()
+        let loop = try Loop.onLinuxBackend()
         let idle = try (0..<40).map { _ in try TestPipe() }
         for pipe in idle {
             loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
@@ -88,7 +88,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aClosedDescriptorWhoseFileLivesOnInADuplicateDoesNotMakeTheLoopSpin() throws {
-        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
         let keepAlive = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
         let pipe = try TestPipe()
@@ -105,13 +105,13 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aNumberReusedForAnotherFileIsWatchedForTheNewFile() throws {
-        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
         let first = try TestPipe()
         let number = try highDuplicate(of: first.readEnd, atLeast: 3400)
         let old = LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in }
         loop.add(old, forMode: .default)
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
-        old.cancel()
+        old.invalidate()
         let second = try TestPipe()
         try #require(dup2(second.readEnd, number) == number)  // closes the old file under `number`, reuses it
         defer { closeDescriptorForTest(number) }
@@ -123,7 +123,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func eventsChangedOnTheLoopThreadReachTheEpollSetBeforeTheNextSleep() throws {
-        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, events in
@@ -144,7 +144,7 @@ struct LargeModeDescriptorTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aRegularFileIsReportedReadableOnEveryPass(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop())
+        let loop = try path.makeLoop()
         var template = Array("/tmp/loopkit-test-XXXXXX".utf8CString)
         let file = mkstemp(&template)
         try #require(file >= 0)
@@ -160,8 +160,8 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aModeGoesBackToPpollBelowHalfTheThresholdAndKeepsReporting() throws {
-        let loop = try Loop(clock: ManualLoopClock())
-        let pipes = try (0..<Loop.defaultLargeModeThreshold).map { _ in try TestPipe() }
+        let loop = try Loop.onLinuxBackend(clock: ManualLoopClock())
+        let pipes = try (0..<PollWaiter.defaultLargeModeThreshold).map { _ in try TestPipe() }
         let calls = Recorder<Int>()
         let sources = pipes.enumerated().map { index, pipe in
             LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(index) }
@@ -169,7 +169,7 @@ struct LargeModeDescriptorTests {
         for source in sources { loop.add(source, forMode: .default) }
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)
         #expect(self.registry(of: loop) != nil)
-        for source in sources.dropFirst(Loop.defaultLargeModeThreshold / 2 - 2) { source.cancel() }
+        for source in sources.dropFirst(PollWaiter.defaultLargeModeThreshold / 2 - 2) { source.invalidate() }
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)
         #expect(self.registry(of: loop) == nil)
         pipes[1].write()
@@ -179,7 +179,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aSourceInTwoLargeModesIsWatchedInEach() throws {
-        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
         let pipe = try TestPipe()
         let reports = Recorder<LoopMode>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -196,7 +196,7 @@ struct LargeModeDescriptorTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aReusedNumberIsNotReportedForTheOldFileOfADuplicate(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop())
+        let loop = try path.makeLoop()
         let first = try TestPipe()
         let number = try highDuplicate(of: first.readEnd, atLeast: 3600)  // first.readEnd keeps the old file open
         let reports = self.addReporter(to: loop, descriptor: number, events: .readable)
@@ -220,13 +220,13 @@ struct LargeModeDescriptorTests {
             guard outer.add(chain.last!.descriptor, watching: .readable) == .done else { break }
             chain.append(outer)
         }
-        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
         let pipe = try TestPipe()
         let reports = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
         loop.add(LoopDescriptorSource(descriptor: chain.last!.descriptor, events: .readable) { _, _ in },
                  forMode: .default)
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)
-        #expect(loop.modeItemsByMode[.default]?.hasDescriptorRegistryFailed == true)
+        #expect(loop.modeItemsByMode[.default].map { loop.pollWaiter?.hasRefusedRegistrations(of: $0) } == true)
         #expect(self.registry(of: loop) == nil)
         #expect(self.runUntilHandled(loop) {
             pipe.write()
@@ -236,7 +236,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func aHangUpWhileTheLoopSleepsOnEpollIsReported() throws {
-        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
         let pipe = try TestPipe()
         let reports = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
         #expect(self.runUntilHandled(loop) {
@@ -247,7 +247,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func anErrorWhileTheLoopSleepsOnEpollIsReportedEvenWhenNothingIsWatched() throws {
-        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
         let pipe = try TestPipe()
         let reports = self.addReporter(to: loop, descriptor: pipe.writeEnd, events: [])
         #expect(self.runUntilHandled(loop) {
@@ -257,7 +257,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func cancellingOnAnotherThreadThenClosingAndReusingTheNumberNeedsNoRebuild() throws {
-        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
         let keepAlive = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
         let first = try TestPipe()
@@ -268,7 +268,7 @@ struct LargeModeDescriptorTests {
         let epollBefore = try #require(self.registry(of: loop)).descriptor
         let second = try TestPipe()
         let canceller = startThread {
-            old.cancel()  // queued for the loop's thread, which removes it from epoll after the close below
+            old.invalidate()  // queued for the loop's thread, which removes it from epoll after the close below
             closeDescriptorForTest(number)
         }
         canceller.join()
@@ -301,7 +301,7 @@ struct LargeModeDescriptorTests {
     }
 
     @Test func eventsChangedWhileAnotherModeRunsReachEveryLargeModeOfTheSource() throws {
-        let loop = try DescriptorWaitPath.epoll.prepare(Loop())
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
         let pipe = try TestPipe()
         let reports = Recorder<LoopMode>()
         let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, _ in

@@ -227,7 +227,7 @@ struct LifecycleTests {
         defer { sigaction(SIGUSR2, &saved, nil) }
         let loop = try Loop()
         let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
-        source.cancel()
+        source.invalidate()
         var now = sigaction()
         sigaction(SIGUSR2, nil, &now)
         #expect(unsafeBitCast(now.__sigaction_handler.sa_handler, to: Int.self) == 1)  // SIG_IGN
@@ -246,7 +246,7 @@ struct LifecycleTests {
         let other = try Loop()
         let counts = Recorder<Int>()
         let source = try LoopSignalSource(signal: SIGUSR1, loop: other) { counts.append($0) }
-        defer { source.cancel() }
+        defer { source.invalidate() }
         let sleeper = startThread {
             // Threads started from the test runner's pool inherit its blocked signals: let this one take SIGUSR1.
             var set = sigset_t()

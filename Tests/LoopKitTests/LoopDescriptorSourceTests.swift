@@ -9,7 +9,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aPipeWithDataIsReportedReadable(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -22,7 +22,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func anEmptyPipeIsNotReportedReadable(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -34,7 +34,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func theWriteEndOfAnEmptyPipeIsReportedWritable(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.writeEnd, events: .writable) { _, events in
@@ -46,7 +46,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func theHandlerIsCalledWithTheEventsThatHoldAmongThoseWatched(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: sockets.first, events: [.readable, .writable]) { _, events in
@@ -62,7 +62,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func theHandlerIsCalledAgainOnEveryPassWhileDataRemains(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -77,7 +77,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func theHandlerIsNoLongerCalledOnceTheDataIsDrained(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let readByHandler = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -92,7 +92,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func theLoopNeverReadsTheDescriptorSoTheHandlerFindsAllTheData(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let readByHandler = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -106,7 +106,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func dataTheHandlerLeavesIsStillThereAfterThePass(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -123,7 +123,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func allReadySourcesAreCalledInOnePassLowerOrderFirst(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let passes = Recorder<Int>()
         loop.add(LoopObserver(activities: .beforeTimers) { _, _ in passes.append(1) }, forMode: .default)
         let trace = Recorder<Int>()
@@ -137,15 +137,38 @@ struct LoopDescriptorSourceTests {
             }, forMode: .default)
             pipe.write()
         }
-        let result = loop.run(mode: .default, before: .distantFuture, returnAfterSourceHandled: true)
-        #expect(result == .handledSource)
-        #expect(passes.count == 1)
+        let result = loop.run(mode: .default, before: loop.now + .seconds(1))
+        #expect(result == .timedOut)
+        #expect(passes.count == 2)  // the pass that called all four, and the one that slept until the deadline
         #expect(trace.elements == [0, 1, 2, 3])
     }
 
     @Test(arguments: DescriptorWaitPath.allCases)
+    func aRunThatReturnsAfterASourceCallsOnlyTheFirstReadySourceAndTheOthersStayReady(
+        _ path: DescriptorWaitPath
+    ) throws {
+        let loop = try path.makeLoop(clock: ManualLoopClock())
+        let trace = Recorder<Int>()
+        var pipes: [TestPipe] = []
+        for order in [2, 0, 3, 1] {
+            let pipe = try TestPipe()
+            pipes.append(pipe)
+            loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable, order: order) { _, _ in
+                trace.append(order)
+                pipe.readAll()
+            }, forMode: .default)
+            pipe.write()
+        }
+        for expected in [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3]] {
+            #expect(loop.run(mode: .default, before: loop.now + .seconds(1), returnAfterSourceHandled: true)
+                == .handledSource)
+            #expect(trace.elements == expected)
+        }
+    }
+
+    @Test(arguments: DescriptorWaitPath.allCases)
     func readySourcesOfEqualOrderAreCalledInTheOrderTheyWereAdded(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let trace = Recorder<String>()
         var pipes: [TestPipe] = []
         for name in ["a", "b", "c"] {
@@ -164,7 +187,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func onlyTheReadySourcesOfAPassAreCalled(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let trace = Recorder<String>()
         let quiet = try TestPipe()
         let busy = try TestPipe()
@@ -183,7 +206,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func changingEventsFromReadableToWritableReportsWritableFromTheNextPass(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: sockets.first, events: .readable) { _, events in
@@ -200,7 +223,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func changingEventsToNoneStopsReportsUntilTheyAreWatchedAgain(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -219,7 +242,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceWatchingNothingKeepsItsModeAlive(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, _ in }, forMode: .default)
         #expect(loop.runOnePass() == .timedOut)
@@ -227,7 +250,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aHandlerThatChangesItsOwnEventsIsCalledForTheNewEventsFromTheNextPass(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: sockets.first, events: .readable) { source, events in
@@ -243,7 +266,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceWhoseEventsAnEarlierHandlerClearedIsNotCalledInThatPass(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let trace = Recorder<String>()
         let first = try TestPipe()
         let second = try TestPipe()
@@ -265,12 +288,12 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceCancelledInsideItsHandlerIsNeverCalledAgain(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { source, _ in
             calls.append(1)
-            source.cancel()
+            source.invalidate()
         }
         loop.add(source, forMode: .default)
         pipe.write()
@@ -283,15 +306,15 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceCancelledOutsideItsHandlerIsNeverCalledAgain(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(1) }
         loop.add(source, forMode: .common)
         pipe.write()
         loop.runOnePass()
-        source.cancel()
-        source.cancel()
+        source.invalidate()
+        source.invalidate()
         #expect(!source.isValid)
         #expect(!loop.contains(source, inMode: .default))
         #expect(loop.run(mode: .default, before: .distantFuture) == .finished)
@@ -301,7 +324,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aReadySourceCancelledByAnEarlierHandlerInThePassIsNotCalled(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let trace = Recorder<String>()
         let first = try TestPipe()
         let second = try TestPipe()
@@ -310,8 +333,8 @@ struct LoopDescriptorSourceTests {
         }
         loop.add(LoopDescriptorSource(descriptor: first.readEnd, events: .readable, order: 0) { source, _ in
             trace.append("earlier")
-            later.cancel()
-            source.cancel()
+            later.invalidate()
+            source.invalidate()
         }, forMode: .default)
         loop.add(later, forMode: .default)
         first.write()
@@ -322,7 +345,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceRemovedFromTheRunningModeIsNoLongerCalledThere(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let calls = Recorder<LoopMode>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -341,7 +364,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func closingTheWriteEndReportsHangUpOnTheReadEnd(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -356,12 +379,12 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func hangUpIsReportedEvenWhenNothingIsWatched(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: sockets.first, events: []) { source, events in
             reports.append(events)
-            source.cancel()
+            source.invalidate()
         }, forMode: .default)
         loop.runOnePass()
         #expect(reports.elements.isEmpty)
@@ -373,12 +396,12 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func closingTheReadEndReportsAnErrorOnTheWriteEnd(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.writeEnd, events: []) { source, events in
             reports.append(events)
-            source.cancel()
+            source.invalidate()
         }, forMode: .default)
         pipe.closeReadEnd()
         loop.runOnePass()
@@ -390,7 +413,7 @@ struct LoopDescriptorSourceTests {
     func aDescriptorClosedWithoutCancellingIsReportedInvalidOnceAndItsSourceIsCancelled(
         _ path: DescriptorWaitPath
     ) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3000)
         let reports = Recorder<DescriptorEvents>()
@@ -408,7 +431,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aRunWhoseOnlySourceLostItsDescriptorFinishesInsteadOfSpinning(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3100)
         let calls = Recorder<Int>()
@@ -425,7 +448,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSocketpairEndIsReportedReadableWhenThePeerSends(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let sockets = try TestSocketPair()
         let received = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: sockets.second, events: .readable) { source, _ in
@@ -441,7 +464,7 @@ struct LoopDescriptorSourceTests {
     #if os(Linux)
     @Test(arguments: DescriptorWaitPath.allCases)
     func anEventfdIsReportedReadableOnceWrittenAndLeftForTheHandlerToRead(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let counter = try TestEventDescriptor()
         let taken = Recorder<UInt64>()
         loop.add(LoopDescriptorSource(descriptor: counter.descriptor, events: .readable) { _, _ in
@@ -459,7 +482,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func anEventfdIsReportedWritable(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let counter = try TestEventDescriptor()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: counter.descriptor, events: .writable) { _, events in
@@ -474,7 +497,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aDescriptorSourceKeepsItsModeAlive(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
         #expect(loop.runOnePass() == .timedOut)
@@ -482,7 +505,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aDescriptorSourceInDefaultIsNotPolledWhileTheLoopRunsTracking(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let calls = Recorder<LoopMode>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -499,7 +522,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aDescriptorSourceInCommonIsPolledWhileTheLoopRunsTracking(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let calls = Recorder<LoopMode>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -513,7 +536,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func returnAfterSourceHandledReturnsHandledSourceAfterADescriptorSource(_ path: DescriptorWaitPath) throws {
         let clock = ManualLoopClock()
-        let loop = try path.prepare(Loop(clock: clock))
+        let loop = try path.makeLoop(clock: clock)
         let pipe = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
         pipe.write()
@@ -523,7 +546,7 @@ struct LoopDescriptorSourceTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aReadyDescriptorEndsTheWaitOfALoopWithNoDeadline(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop(clock: ManualLoopClock()))
+        let loop = try path.makeLoop(clock: ManualLoopClock())
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -563,7 +586,7 @@ struct LoopDescriptorSourceTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let loop = try Loop(clock: ManualLoopClock())
             let source = LoopDescriptorSource(descriptor: 0, events: .readable) { _, _ in }
-            source.cancel()
+            source.invalidate()
             loop.add(source, forMode: .default)
         }
         #expect(result?.standardErrorText.contains("the LoopDescriptorSource was invalidated") == true)
@@ -588,7 +611,7 @@ struct LoopDescriptorSourceTests {
 struct LoopDescriptorSourceThreadTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func dataWrittenFromAnotherThreadWakesASleepingLoop(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop())
+        let loop = try path.makeLoop()
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -607,7 +630,7 @@ struct LoopDescriptorSourceThreadTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceAddedFromAnotherThreadIsPolledByTheSleepingLoop(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop())
+        let loop = try path.makeLoop()
         let idle = try TestPipe()
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
@@ -627,7 +650,7 @@ struct LoopDescriptorSourceThreadTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func eventsChangedFromAnotherThreadReachTheSleepingLoop(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop())
+        let loop = try path.makeLoop()
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: sockets.first, events: .readable) { _, events in
@@ -646,7 +669,7 @@ struct LoopDescriptorSourceThreadTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func eventsClearedFromAnotherThreadStopReportsOnTheSleepingLoop(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop())
+        let loop = try path.makeLoop()
         let pipe = try TestPipe()
         let trace = Recorder<String>()
         let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -670,14 +693,14 @@ struct LoopDescriptorSourceThreadTests {
 
     @Test(arguments: DescriptorWaitPath.allCases)
     func cancellingFromAnotherThreadWhileTheLoopSleepsFinishesItsRun(_ path: DescriptorWaitPath) throws {
-        let loop = try path.prepare(Loop())
+        let loop = try path.makeLoop()
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(1) }
         loop.add(source, forMode: .default)
         let canceller = startThread {
             guard waitUntil(limit: .seconds(20), { loop.isWaiting }) else { return }
-            source.cancel()
+            source.invalidate()
             pipe.write()
         }
         defer { canceller.join() }

@@ -7,7 +7,7 @@ struct LoopSleepTests {
     @Test func theSleepLastsExactlyTheNanosecondsToTheNextTimerNotWholeMilliseconds() throws {
         let clock = SteppingClock()
         let poller = FakePoller(clock: clock)
-        let loop = try Loop(clock: clock, poller: poller)
+        let loop = Loop(clock: clock, waiter: try PollWaiter(backend: .linux, clock: clock, poller: poller))
         let start = clock.now
         var firedAt: LoopInstant?
         loop.add(LoopTimer(fireAt: start + .nanoseconds(8_333_333)) { _ in firedAt = clock.now }, forMode: .default)
@@ -19,7 +19,7 @@ struct LoopSleepTests {
     @Test func theSleepEndsAtTheRunDeadlineWhenItComesFirst() throws {
         let clock = SteppingClock()
         let poller = FakePoller(clock: clock)
-        let loop = try Loop(clock: clock, poller: poller)
+        let loop = Loop(clock: clock, waiter: try PollWaiter(backend: .linux, clock: clock, poller: poller))
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         #expect(loop.run(mode: .default, before: clock.now + .microseconds(250)) == .timedOut)
         #expect(poller.timeouts == [250_000])
@@ -28,7 +28,7 @@ struct LoopSleepTests {
     @Test func anInterruptedWaitWaitsAgainForWhatIsLeftWithoutWakingTheLoop() throws {
         let clock = SteppingClock()
         let poller = FakePoller(clock: clock)
-        let loop = try Loop(clock: clock, poller: poller)
+        let loop = Loop(clock: clock, waiter: try PollWaiter(backend: .linux, clock: clock, poller: poller))
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in trace.append("\(activity)") },
                  forMode: .default)
@@ -42,7 +42,7 @@ struct LoopSleepTests {
     @Test func tolerantTimersShareOneSleep() throws {
         let clock = SteppingClock()
         let poller = FakePoller(clock: clock)
-        let loop = try Loop(clock: clock, poller: poller)
+        let loop = Loop(clock: clock, waiter: try PollWaiter(backend: .linux, clock: clock, poller: poller))
         let start = clock.now
         let fired = Recorder<LoopInstant>()
         loop.add(LoopTimer(fireAt: start + .milliseconds(10), tolerance: .milliseconds(5)) { _ in fired.append(clock.now) },

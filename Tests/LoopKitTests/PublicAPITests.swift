@@ -17,7 +17,7 @@ struct PublicAPITests {
         loop.add(source, forMode: .default)
         let descriptorSource = LoopDescriptorSource(descriptor: 0, events: []) { _, _ in }
         loop.add(descriptorSource, forMode: "unused")
-        descriptorSource.cancel()
+        descriptorSource.invalidate()
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         source.signal()
         #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)

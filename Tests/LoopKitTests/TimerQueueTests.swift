@@ -4,7 +4,7 @@ import Testing
 @Suite("Timer queue")
 struct TimerQueueTests {
     private func entry(_ deadline: UInt64, tolerance: UInt64 = 0, sequence: UInt64, timer: LoopTimer) -> TimerEntry {
-        TimerEntry(deadline: deadline, sequence: sequence, generation: 0, tolerance: tolerance, timer: timer)
+        TimerEntry(deadline: deadline, order: sequence, push: 0, tolerance: tolerance, slot: 0)
     }
 
     @Test func entriesComeOutByDeadlineThenSequence() {
@@ -22,7 +22,7 @@ struct TimerQueueTests {
         var popped: [(UInt64, UInt64)] = []
         while !queue.isEmpty {
             let first = queue.removeFirst()
-            popped.append((first.deadline, first.sequence))
+            popped.append((first.deadline, first.order))
         }
         #expect(popped.map(\.0) == expected.map(\.0))
         #expect(popped.map(\.1) == expected.map(\.1))
@@ -52,7 +52,7 @@ struct TimerQueueTests {
         queue.insert(self.entry(100, tolerance: 100, sequence: 1, timer: timer))
         queue.insert(self.entry(110, tolerance: 0, sequence: 2, timer: timer))   // stale: ignored
         queue.insert(self.entry(150, tolerance: 0, sequence: 3, timer: timer))
-        #expect(queue.coalescedWakeTime { $0.sequence != 2 } == 150)
+        #expect(queue.coalescedWakeTime { $0.order != 2 } == 150)
     }
 
     @Test func compactingKeepsOnlyLiveEntriesInOrder() {
@@ -61,13 +61,13 @@ struct TimerQueueTests {
         for sequence in 0..<200 {
             queue.insert(self.entry(UInt64(200 - sequence), sequence: UInt64(sequence), timer: timer))
         }
-        queue.compact { $0.sequence % 2 == 0 }
+        queue.compact { $0.order % 2 == 0 }
         queue.checkInvariants()
         #expect(queue.count == 100)
         var last: UInt64 = 0
         while !queue.isEmpty {
             let first = queue.removeFirst()
-            #expect(first.sequence % 2 == 0)
+            #expect(first.order % 2 == 0)
             #expect(first.deadline >= last)
             last = first.deadline
         }

@@ -8,17 +8,8 @@ final class ModeItems {
     var descriptorSources: [LoopDescriptorSource] = []
     /// Observers, sorted by `(order, sequence)`.
     var observers: [LoopObserver] = []
-    /// The timers of this mode by next fire date; may hold stale entries (see `TimerQueue`).
-    var timers = TimerQueue()
-    /// The number of valid timers in this mode (stale queue entries not counted).
-    var timerCount = 0
-    /// The due timers a pass took from `timers`, fired in order up to `nextDueTimer` (see `Loop.fireDueTimers`).
-    var dueTimers: [TimerEntry] = []
-    var nextDueTimer = 0
-    /// The epoll registrations of `descriptorSources` while the mode is large (see `DescriptorRegistry`).
-    var descriptorRegistry: DescriptorRegistry?
-    /// Epoll refused this mode's descriptors once: it polls them directly from then on.
-    var hasDescriptorRegistryFailed = false
+    /// The timers of this mode, and their queue by next fire date (see `ModeTimers`).
+    var timers = ModeTimers()
 
     init(mode: LoopMode) {
         self.mode = mode
@@ -26,7 +17,7 @@ final class ModeItems {
 
     /// Whether sources or timers keep this mode alive (observers don't; pending blocks are checked by the loop).
     var hasSourcesOrTimers: Bool {
-        !self.sources.isEmpty || !self.descriptorSources.isEmpty || self.timerCount > 0
+        !self.sources.isEmpty || !self.descriptorSources.isEmpty || self.timers.count > 0
     }
 
     /// Inserts `element` after every element that sorts before or equal to it, keeping `(order, sequence)` order.

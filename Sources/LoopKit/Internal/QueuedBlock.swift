@@ -14,8 +14,9 @@ enum BlockModes: Sendable {
     }
 }
 
-/// A block waiting for a drain point.
+/// A block waiting for a drain point, numbered in the order it was queued.
 struct QueuedBlock: Sendable {
+    let sequence: UInt64
     let modes: BlockModes
     let body: @Sendable () -> Void
 }

@@ -1,23 +1,26 @@
-/// One scheduled fire of a timer in one mode's queue.
+/// One scheduled fire of a timer in one mode's queue: plain values, no reference to the timer.
 ///
-/// Entries are never updated in place: rescheduling a timer bumps its `generation` and pushes fresh entries, and an
-/// entry whose generation no longer matches (or whose timer left the mode or was invalidated) is stale and is
-/// dropped when it reaches the top. That keeps insertion and removal O(log n) for a timer in several modes.
+/// Entries are never updated in place: rescheduling a timer gives its slot a new `push` number and pushes a fresh
+/// entry, and an entry whose `push` no longer matches its slot's (the timer was rescheduled, left the mode or was
+/// invalidated) is stale, and is dropped when it reaches the top or when the queue is compacted. Since an entry holds
+/// no reference, a stale one keeps nothing alive: the slot table (`ModeTimers`) holds the only reference, and lets go
+/// of it as soon as the timer leaves the mode.
 struct TimerEntry {
     var deadline: UInt64
-    var sequence: UInt64
-    var generation: UInt64
+    /// The timer's order of first addition to its loop: equal deadlines fire in that order.
+    var order: UInt64
+    /// Which scheduling of the slot this entry stands for.
+    var push: UInt64
     var tolerance: UInt64
-    let timer: LoopTimer
+    var slot: Int32
 
     @inline(__always)
     static func precedes(_ lhs: TimerEntry, _ rhs: TimerEntry) -> Bool {
-        (lhs.deadline, lhs.sequence) < (rhs.deadline, rhs.sequence)
+        (lhs.deadline, lhs.order) < (rhs.deadline, rhs.order)
     }
 }
 
-/// A binary min-heap of timer entries ordered by `(deadline, sequence)`: equal deadlines fire in the order the
-/// timers were added. Loop thread only.
+/// A binary min-heap of timer entries ordered by `(deadline, order)`. Loop thread only.
 struct TimerQueue {
     private(set) var entries: [TimerEntry] = []
 
@@ -57,11 +60,16 @@ struct TimerQueue {
         }
     }
 
-    /// Rebuilds the heap from its live entries.
+    /// Rebuilds the heap from its live entries, letting the storage shrink.
     ///
     /// - Complexity: O(*n*).
     mutating func compact(isLive: (TimerEntry) -> Bool) {
-        self.entries.removeAll { !isLive($0) }
+        var live: [TimerEntry] = []
+        live.reserveCapacity(self.entries.count / 2)
+        for entry in self.entries where isLive(entry) {
+            live.append(entry)
+        }
+        self.entries = live
         var index = self.entries.count / 2
         while index > 0 {
             index -= 1
@@ -119,44 +127,38 @@ struct TimerQueue {
         return wake
     }
 
-    // The sifts move entries through a hole instead of assigning them: an assignment of a `TimerEntry` retains its
-    // timer and releases the one it overwrites, and at a million timers each of those reference-count updates is a
-    // cache miss on a timer object somewhere in the heap. A move touches only the entries.
-
     private mutating func siftUp(_ start: Int) {
         self.entries.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
             var child = start
-            let entry = (base + child).move()
+            let entry = buffer[child]
             while child > 0 {
                 let parent = (child - 1) / 2
-                guard TimerEntry.precedes(entry, base[parent]) else { break }
-                (base + child).moveInitialize(from: base + parent, count: 1)
+                guard TimerEntry.precedes(entry, buffer[parent]) else { break }
+                buffer[child] = buffer[parent]
                 child = parent
             }
-            (base + child).initialize(to: entry)
+            buffer[child] = entry
         }
     }
 
     private mutating func siftDown(_ start: Int) {
         self.entries.withUnsafeMutableBufferPointer { buffer in
-            let base = buffer.baseAddress!
             let count = buffer.count
             var parent = start
-            let entry = (base + parent).move()
+            let entry = buffer[parent]
             while true {
                 let left = 2 * parent + 1
                 guard left < count else { break }
                 let right = left + 1
                 var child = left
-                if right < count, TimerEntry.precedes(base[right], base[left]) {
+                if right < count, TimerEntry.precedes(buffer[right], buffer[left]) {
                     child = right
                 }
-                guard TimerEntry.precedes(base[child], entry) else { break }
-                (base + parent).moveInitialize(from: base + child, count: 1)
+                guard TimerEntry.precedes(buffer[child], entry) else { break }
+                buffer[parent] = buffer[child]
                 parent = child
             }
-            (base + parent).initialize(to: entry)
+            buffer[parent] = entry
         }
     }
 

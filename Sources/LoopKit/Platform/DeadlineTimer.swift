@@ -19,10 +19,12 @@ final class DeadlineTimer {
     /// The instant the timerfd is armed for, or 0 when disarmed.
     private var armed: UInt64 = 0
 
-    /// timerfd_create(2); `nil` where there is none (the loop then keeps ppoll's timeout).
+    /// timerfd_create(2); `nil` where there is none or no descriptor is left (the waiter then keeps ppoll's
+    /// timeout).
     init?() {
-        let descriptor = cloopkit_timerfd_create()
-        guard descriptor >= 0 else { return nil }
+        guard case .processed(let descriptor)? = try? nonBlockingCall("timerfd_create", {
+            cloopkit_timerfd_create()
+        }) else { return nil }
         self.descriptor = descriptor
     }
 
@@ -32,10 +34,19 @@ final class DeadlineTimer {
 
     /// Arms the timer for `deadline` (nanoseconds of CLOCK_MONOTONIC), or disarms it for `nil`, unless it already is
     /// (timerfd_settime(2) with TFD_TIMER_ABSTIME). Arming or disarming also clears a past expiry.
-    func set(_ deadline: UInt64?) {
+    ///
+    /// - Returns: Whether the timer is armed for `deadline`; `false` when the kernel refused, and the caller must
+    ///   keep its own timeout instead. The timer is recorded as armed only once the call succeeded.
+    func set(_ deadline: UInt64?) -> Bool {
         let wanted = deadline ?? 0
-        guard wanted != self.armed else { return }
+        guard wanted != self.armed else { return true }
+        do {
+            _ = try nonBlockingCall("timerfd_settime") { cloopkit_timerfd_arm(self.descriptor, wanted) }
+        } catch {
+            self.armed = 0  // unknown: arm again next time
+            return false
+        }
         self.armed = wanted
-        _ = cloopkit_timerfd_arm(self.descriptor, wanted)
+        return true
     }
 }

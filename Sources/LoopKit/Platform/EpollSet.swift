@@ -41,8 +41,9 @@ final class EpollSet {
 
     /// epoll_create1(2) with `EPOLL_CLOEXEC`; `nil` where there is no epoll or no descriptor left.
     init?() {
-        let descriptor = cloopkit_epoll_create()
-        guard descriptor >= 0 else { return nil }
+        guard case .processed(let descriptor)? = try? nonBlockingCall("epoll_create1", {
+            cloopkit_epoll_create()
+        }) else { return nil }
         self.descriptor = descriptor
     }
 
@@ -79,13 +80,19 @@ final class EpollSet {
         var mask: UInt32 = 0
         if events.contains(.readable) { mask |= CLOOPKIT_EPOLL_IN }
         if events.contains(.writable) { mask |= CLOOPKIT_EPOLL_OUT }
-        guard cloopkit_epoll_control(self.descriptor, operation, descriptor, mask) != 0 else { return .done }
-        switch currentErrno {
-        case ENOENT: return .notRegistered
-        case EEXIST: return .alreadyRegistered
-        case EBADF: return .closed
-        case EPERM, EINVAL: return .unsupported
-        case let code: return .failed(errno: code)
+        do {
+            _ = try nonBlockingCall("epoll_ctl", descriptors: .user) {
+                cloopkit_epoll_control(self.descriptor, operation, descriptor, mask)
+            }
+            return .done
+        } catch {
+            switch error.code {
+            case ENOENT: return .notRegistered
+            case EEXIST: return .alreadyRegistered
+            case EBADF: return .closed
+            case EPERM, EINVAL: return .unsupported
+            case let code: return .failed(errno: code)
+            }
         }
     }
 
@@ -98,18 +105,28 @@ final class EpollSet {
     ///   - stale: Called with each descriptor that epoll reports but poll finds not ready: a registration that
     ///     outlived its number (its file lives on in a `dup`; the number was closed or now names another file).
     func forEachReady(confirmed: (CInt, DescriptorEvents) -> Void, stale: (CInt) -> Void) {
-        let count = self.readyDescriptors.withUnsafeMutableBufferPointer { descriptors in
+        let result = self.readyDescriptors.withUnsafeMutableBufferPointer { descriptors in
             self.readyEvents.withUnsafeMutableBufferPointer { events in
-                cloopkit_epoll_ready(self.descriptor, descriptors.baseAddress, events.baseAddress, CInt(EpollSet.batch))
+                Result { () throws(SystemCallError) in
+                    try nonBlockingCall("epoll_wait") {
+                        cloopkit_epoll_ready(self.descriptor, descriptors.baseAddress, events.baseAddress,
+                                             CInt(EpollSet.batch))
+                    }
+                }
             }
         }
-        guard count > 0 else { return }  // -1: EINTR cannot happen without a timeout; nothing is lost either way
+        // ENOMEM: nothing is taken now; level-triggered, the sources stay ready for the next look.
+        guard case .success(.processed(let count)) = result, count > 0 else { return }
         for index in 0..<Int(count) {
             let asked = Self.events(fromEpoll: self.readyEvents[index]).pollMask
             self.confirmations[index] = pollfd(fd: self.readyDescriptors[index], events: asked, revents: 0)
         }
-        let polled = self.confirmations.withUnsafeMutableBufferPointer { buffer in
-            cloopkit_poll_ns(buffer.baseAddress, UInt(count), 0)
+        let polled = self.confirmations.withUnsafeMutableBufferPointer { buffer -> CInt in
+            // Numbers may be closed: poll reports those as invalid (POLLNVAL), it does not fail on them.
+            guard case .processed(let ready)? = try? nonBlockingCall("ppoll", descriptors: .user, {
+                cloopkit_poll_ns(buffer.baseAddress, UInt(count), 0)
+            }) else { return -1 }
+            return ready
         }
         for index in 0..<Int(count) {
             let descriptor = self.readyDescriptors[index]

@@ -61,8 +61,9 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
     /// blocks. Both are best effort: where they are unsupported the thread keeps the defaults. Threads and processes
     /// the thread starts inherit both.
     static func tuneCurrentThreadForLatency() {
-        _ = cloopkit_set_timer_slack(1_000)
-        _ = cloopkit_set_scheduler_slice(500_000)
+        // Best effort by design: EINVAL or ENOSYS (an older kernel, another system) leaves the defaults.
+        _ = try? nonBlockingCall("prctl") { cloopkit_set_timer_slack(1_000) }
+        _ = try? nonBlockingCall("sched_setattr") { cloopkit_set_scheduler_slice(500_000) }
     }
 
     /// Whether the calling thread is this thread (pthread_equal(3)).
@@ -72,12 +73,17 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
 
     /// Lets the thread's resources go when it ends, without a join (pthread_detach(3)). Call once, instead of `join`.
     func detach() {
-        _ = pthread_detach(self.handle)
+        let result = pthread_detach(self.handle)
+        if result != 0 {
+            fatalError("LoopKit bug: pthread_detach failed with \(result)")  // ESRCH/EINVAL: not a joinable thread
+        }
     }
 
     /// Waits for the thread to end (pthread_join(3)). Call once, from another thread.
     func join() {
         let result = pthread_join(self.handle, nil)
-        precondition(result == 0, "LoopKit bug: pthread_join failed with \(result)")
+        if result != 0 {
+            fatalError("LoopKit bug: pthread_join failed with \(result)")  // EDEADLK/EINVAL: joined twice or itself
+        }
     }
 }

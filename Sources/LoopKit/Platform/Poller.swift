@@ -24,13 +24,24 @@ protocol Poller: AnyObject {
     func events(at index: Int) -> DescriptorEvents
 }
 
-/// The system's poller: a `pollfd` array rebuilt each pass from the running mode's descriptors, and ppoll(2).
+/// The system's poller: a `pollfd` array rebuilt each pass from the running mode's descriptors, and ppoll(2)
+/// (nanosecond timeouts) or, for the portable backend, poll(2) (millisecond timeouts, rounded up so never early).
 ///
 /// The buffer is kept between passes, so an idle pass allocates nothing. Loop thread only.
 final class SystemPoller: Poller {
-    private var descriptors: [pollfd] = []
+    /// The call a wait makes.
+    enum Call {
+        /// ppoll(2) on Linux, poll(2) elsewhere (`cloopkit_poll_ns`).
+        case nanosecondTimeout
+        /// poll(2) everywhere: what a system without ppoll has.
+        case millisecondTimeout
+    }
 
-    init() {
+    private var descriptors: [pollfd] = []
+    private let call: Call
+
+    init(call: Call = .nanosecondTimeout) {
+        self.call = call
         self.descriptors.reserveCapacity(16)
     }
 
@@ -56,20 +67,40 @@ final class SystemPoller: Poller {
     ///   caller waits again with what is left of its timeout.
     @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
     func waitForEvents(timeoutNanoseconds: Int64) -> Int {
-        let count = UInt(self.descriptors.count)
-        let result = self.descriptors.withUnsafeMutableBufferPointer { buffer in
-            cloopkit_poll_ns(buffer.baseAddress, count, timeoutNanoseconds)
+        let count = self.descriptors.count
+        let call = self.call
+        let outcome = self.descriptors.withUnsafeMutableBufferPointer { buffer in
+            Result { () throws(SystemCallError) in
+                switch call {
+                case .nanosecondTimeout:
+                    try systemCall("ppoll", interrupts: .report, descriptors: .user) {
+                        cloopkit_poll_ns(buffer.baseAddress, UInt(count), timeoutNanoseconds)
+                    }
+                case .millisecondTimeout:
+                    try systemCall("poll", interrupts: .report, descriptors: .user) {
+                        poll(buffer.baseAddress, nfds_t(count), SystemPoller.milliseconds(timeoutNanoseconds))
+                    }
+                }
+            }
         }
-        if result >= 0 { return Int(result) }
-        let code = currentErrno
-        switch code {
-        case EINTR:
-            return -1
-        case EAGAIN:
-            return 0
-        default:
-            preconditionFailure("LoopKit bug: ppoll failed with errno \(code)")
+        switch outcome {
+        case .success(.processed(let ready)?):
+            return Int(ready)
+        case .success(nil):
+            return -1  // EINTR: the caller waits again for what is left
+        case .success(.wouldBlock?):
+            return 0  // EAGAIN: the kernel could not allocate; nothing is ready yet
+        case .failure(let error):
+            // ENOMEM or EINVAL (more descriptors than RLIMIT_NOFILE): nothing the loop could do differently.
+            trap("Loop.run(mode:before:) waiting for its descriptors", error)
         }
+    }
+
+    /// A timeout in nanoseconds as poll(2)'s milliseconds, rounded up (never early); negative waits for ever.
+    static func milliseconds(_ nanoseconds: Int64) -> CInt {
+        guard nanoseconds >= 0 else { return -1 }
+        let milliseconds = nanoseconds / 1_000_000 + (nanoseconds % 1_000_000 == 0 ? 0 : 1)
+        return CInt(clamping: milliseconds)
     }
 
     /// What the last wait reported for the descriptor at `index`.

@@ -12,9 +12,7 @@ enum ProcessSignals {
     /// - Throws: `SystemCallError` naming `sigaction`: `EINVAL` for a signal that cannot be caught, `EBUSY` when
     ///   another `LoopSignalSource` already handles it.
     static func install(_ number: CInt, notifying pipe: WakeupPipe) throws(SystemCallError) {
-        if cloopkit_signal_install(number, pipe.writeEnd) != 0 {
-            throw SystemCallError(call: "sigaction", code: currentErrno)
-        }
+        _ = try nonBlockingCall("sigaction") { cloopkit_signal_install(number, pipe.writeEnd) }
     }
 
     /// Gives `number` back the disposition it had before `install` (sigaction(2)), e.g. `SIG_IGN` under nohup.
@@ -32,6 +30,10 @@ enum ProcessSignals {
 
     /// Sends `number` to this process (kill(2)).
     static func raiseInProcess(_ number: CInt) {
-        _ = kill(getpid(), number)
+        do {
+            _ = try nonBlockingCall("kill") { kill(getpid(), number) }
+        } catch {
+            trap("LoopSignalSource.sendToThisProcess(_:)", error)  // EINVAL: not a signal number
+        }
     }
 }

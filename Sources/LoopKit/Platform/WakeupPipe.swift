@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import CLoopKitSystem
-import Synchronization
 
 /// The self-pipe that wakes a sleeping loop: any thread writes a byte, the loop polls the read end.
 ///
@@ -15,18 +14,12 @@ import Synchronization
 final class WakeupPipe: Sendable {  // checked Sendable: every stored property is a `let`
     let readEnd: CInt
     let writeEnd: CInt
-    /// How many times `notify()` and `drain()` ran: the deterministic figures the benchmark reports.
-    let notifyCount = Atomic<UInt64>(0)
-    let drainCount = Atomic<UInt64>(0)
 
     /// Creates the pipe (pipe2(2) with `O_NONBLOCK | O_CLOEXEC`).
     init() throws(SystemCallError) {
         var ends: (CInt, CInt) = (-1, -1)
-        let result = withUnsafeMutableBytes(of: &ends) { raw in
-            cloopkit_pipe_nonblocking(raw.baseAddress!.assumingMemoryBound(to: CInt.self))
-        }
-        if result != 0 {
-            throw SystemCallError(call: "pipe2", code: currentErrno)
+        _ = try withUnsafeMutableBytes(of: &ends) { raw throws(SystemCallError) in
+            try nonBlockingCall("pipe2") { cloopkit_pipe_nonblocking(raw.baseAddress!.assumingMemoryBound(to: CInt.self)) }
         }
         self.readEnd = ends.0
         self.writeEnd = ends.1
@@ -40,12 +33,11 @@ final class WakeupPipe: Sendable {  // checked Sendable: every stored property i
     /// Makes the read end readable (write(2) of one byte). A full pipe already wakes the loop.
     func notify() {
         var byte: UInt8 = 1
-        self.notifyCount.wrappingAdd(1, ordering: .relaxed)
         do {
             _ = try nonBlockingCall("write") { write(self.writeEnd, &byte, 1) }
         } catch {
             // Only ENOSPC-like conditions remain, and a pipe with bytes in it already wakes the reader.
-            preconditionFailure("LoopKit: waking the loop failed: \(error)")
+            trap("write (waking the loop)", error)
         }
     }
 
@@ -53,7 +45,6 @@ final class WakeupPipe: Sendable {  // checked Sendable: every stored property i
     func drain() {
         var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         let size = MemoryLayout.size(ofValue: buffer)
-        self.drainCount.wrappingAdd(1, ordering: .relaxed)
         while true {
             let result: IOResult<Int>
             do {
@@ -61,7 +52,7 @@ final class WakeupPipe: Sendable {  // checked Sendable: every stored property i
                     try nonBlockingCall("read") { read(self.readEnd, raw.baseAddress, size) }
                 }
             } catch {
-                preconditionFailure("LoopKit: draining the wake-up pipe failed: \(error)")
+                trap("read (draining the wake-up pipe)", error)
             }
             switch result {
             case .wouldBlock, .processed(0):

@@ -134,11 +134,27 @@ enum DescriptorWaitPath: String, CaseIterable, Sendable, CustomTestStringConvert
 
     var testDescription: String { self.rawValue }
 
-    /// `loop`, set to take this path from the first descriptor source on.
-    func prepare(_ loop: Loop) -> Loop {
-        if self == .epoll {
-            loop.largeModeThreshold = 1
-        }
-        return loop
+    /// A loop on `clock` that takes this path from the first descriptor source on: the epoll path is the Linux
+    /// backend's, whatever `LOOPKIT_BACKEND` selects for the rest of the suite.
+    func makeLoop(clock: any LoopClock = SystemLoopClock()) throws -> Loop {
+        guard self == .epoll else { return try Loop(clock: clock) }
+        let base = try PollWaiter(backend: .linux, clock: clock)
+        base.largeModeThreshold = 1
+        let waiter: any LoopWaiter = (clock as? any VirtualLoopClock).map {
+            VirtualTimeWaiter(wrapping: base, clock: $0)
+        } ?? base
+        return Loop(clock: clock, waiter: waiter)
+    }
+}
+
+extension Loop {
+    /// A loop on the Linux backend, whatever `LOOPKIT_BACKEND` selects for the rest of the suite.
+    static func onLinuxBackend(clock: any LoopClock = SystemLoopClock()) throws -> Loop {
+        Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: .linux))
+    }
+
+    /// The loop's `PollWaiter`, under a virtual-time waiter if there is one.
+    var pollWaiter: PollWaiter? {
+        (self.waiter as? PollWaiter) ?? ((self.waiter as? VirtualTimeWaiter)?.base as? PollWaiter)
     }
 }

@@ -177,7 +177,7 @@ struct ScaleScenario: Scenario {
             let probe = WakeupProbe(capacity: rounds)
             targets.append(WakeupTarget(name: "LoopKit perform, \(Format.number(Double(idle))) idle", probe: probe,
                                         consumer: nil, send: { thread.loop.perform { probe.arrive() } }, shutdown: {
-                for source in sources { source.cancel() }
+                for source in sources { source.invalidate() }
                 thread.shutdownAndJoin()
                 for descriptor in descriptors { _ = cbench_close(descriptor) }
             }))
@@ -209,7 +209,7 @@ struct ScaleScenario: Scenario {
             targets.append(WakeupTarget(name: "LoopKit descriptor ready, \(Format.number(Double(idle))) idle",
                                         probe: probe, consumer: nil, send: { _ = cbench_eventfd_signal(signal) },
                                         shutdown: {
-                for source in sources { source.cancel() }
+                for source in sources { source.invalidate() }
                 thread.shutdownAndJoin()
                 for descriptor in descriptors { _ = cbench_close(descriptor) }
             }))

@@ -1,0 +1,101 @@
+/// The blocks the loop has taken from its shared state and not run yet, in the order they were queued, across
+/// nested runs. Loop thread only.
+///
+/// A drain runs the blocks queued before it began (`limit`), in order, skipping those its mode does not admit; a run
+/// nested in one of them drains the same queue, so it continues the outer batch instead of overtaking it (block A
+/// queues C and runs the loop nested: B, queued before C, runs before C). A block that waits for another mode does
+/// not hold back later ones, as in CF.
+struct BlockQueue {
+    /// Taken entries are `nil` until the outermost drain compacts the storage; `head` skips the taken prefix.
+    private var entries: [QueuedBlock?] = []
+    private var head = 0
+    /// How many drains are running (nested in each other's blocks): only the outermost compacts.
+    private var drainDepth = 0
+    /// The sequence number of the last block appended (blocks arrive in sequence order).
+    private var lastAppended: UInt64 = 0
+
+    var isEmpty: Bool { self.head == self.entries.count }
+
+    /// Appends blocks taken from the shared state (already in queue order).
+    ///
+    /// - Complexity: O(*k*) for *k* blocks.
+    mutating func append(contentsOf blocks: [QueuedBlock]) {
+        self.entries.reserveCapacity(self.entries.count + blocks.count)
+        for block in blocks {
+            self.entries.append(block)
+        }
+        if let last = blocks.last {
+            self.lastAppended = last.sequence
+        }
+    }
+
+    /// The sequence number of the last block in the queue, or `nil` when it is empty: a drain's limit.
+    var lastSequence: UInt64? {
+        self.isEmpty ? nil : self.lastAppended
+    }
+
+    /// Whether a block that `mode` admits is waiting.
+    func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {
+        self.entries[self.head...].contains { $0?.modes.admit(mode, commonModes: commonModes) == true }
+    }
+
+    mutating func beginDrain() {
+        self.drainDepth += 1
+    }
+
+    /// Takes the first block with a sequence up to `limit` that `mode` admits, searching from `position` (a
+    /// cursor the drain keeps; a nested drain never moves entries, so it stays valid).
+    ///
+    /// - Complexity: O(1) amortized when every block is admitted.
+    mutating func takeNext(
+        upTo limit: UInt64,
+        admittedIn mode: LoopMode,
+        commonModes: Set<LoopMode>,
+        from position: inout Int
+    ) -> QueuedBlock? {
+        position = max(position, self.head)
+        while position < self.entries.count {
+            guard let block = self.entries[position] else {
+                position += 1
+                continue
+            }
+            guard block.sequence <= limit else { return nil }
+            if block.modes.admit(mode, commonModes: commonModes) {
+                self.entries[position] = nil
+                self.advanceHead()
+                position += 1
+                return block
+            }
+            position += 1
+        }
+        return nil
+    }
+
+    /// Ends a drain; the outermost one lets go of the taken entries' storage.
+    mutating func endDrain(capacityLimit: Int) {
+        self.drainDepth -= 1
+        guard self.drainDepth == 0 else { return }
+        if self.isEmpty {
+            let keep = self.entries.capacity <= capacityLimit
+            self.entries.removeAll(keepingCapacity: keep)
+            self.head = 0
+        } else if self.head > self.entries.count / 2 {
+            self.entries.removeFirst(self.head)
+            self.head = 0
+        }
+    }
+
+    /// Takes every block left, in order (the thread's final drain).
+    mutating func takeAll() -> [QueuedBlock] {
+        let blocks = self.entries[self.head...].compactMap { $0 }
+        self.entries = []
+        self.head = 0
+        return blocks
+    }
+
+    private mutating func advanceHead() {
+        while self.head < self.entries.count, self.entries[self.head] == nil {
+            self.head += 1
+        }
+    }
+}

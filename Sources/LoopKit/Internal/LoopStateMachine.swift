@@ -1,0 +1,225 @@
+/// The part of a loop that other threads touch, as a state machine: every field is private, and each named
+/// transition decides under `Loop.state`'s lock and returns what the caller must do once the lock is released.
+///
+/// The wake-up protocol. A producer (a `perform`, a signal, an item change from another thread, a stop, a shutdown)
+/// writes to the waiter's wake-up channel only when the loop is inside a wait that it announced with `beginWait()`,
+/// and only if no wake-up is already in flight. So at most one wake-up is ever outstanding, and work queued while the
+/// loop is awake writes nothing: the loop refuses to sleep while anything is queued, and takes it before it waits.
+/// A wake-up can therefore only be stale if its wait ended for another reason first; the loop then absorbs it when it
+/// next waits, without a pass (see `endWait(consumedWakeUp:)`). Nothing queued while a nested run waits or drains can
+/// be left asleep, because every wait, at any nesting level, asks this machine first.
+///
+/// The lifecycle is `open` → `shuttingDown` (sticky: every run returns `.stopped`) → `ended` (the thread is gone;
+/// new blocks are refused). Loop thread for the `Loop…` transitions, any thread for the producers'.
+struct LoopStateMachine {
+    enum Lifecycle: Equatable {
+        case open
+        case shuttingDown
+        case ended
+    }
+
+    /// What a producer must do after the lock is released.
+    enum WakeAction: Equatable {
+        /// Nothing: the loop is awake and will see the work before it sleeps, or a wake-up is already in flight.
+        case none
+        /// Write to the wake-up channel: the loop is asleep and no wake-up is on its way.
+        case wakeUp
+    }
+
+    /// What `enqueue(_:)` decided.
+    enum EnqueueAction: Equatable {
+        case queued(WakeAction)
+        /// The loop has ended: the block can never run.
+        case refused
+    }
+
+    private var lifecycle = Lifecycle.open
+    private var runDepth = 0
+    private var isStopRequested = false
+    /// The loop announced a wait and has not ended it.
+    private var isWaiting = false
+    /// A byte was (or is about to be) written to the wake-up channel and the loop has not consumed it.
+    private var isWakeUpInFlight = false
+    /// Work (or a stop, or a `wakeUp()`) arrived since the current wait began.
+    private var hasArrivalsSinceWaitBegan = false
+    /// `wakeUp()` was called while the loop was running but awake: its next wait is only a look.
+    private var isWakeUpRequested = false
+    private var nextBlockSequence: UInt64 = 0
+    private var blocks: [QueuedBlock] = []
+    private var signalledSources: [LoopSource] = []
+    private var controlMessages: [@Sendable (Loop) -> Void] = []
+
+    // MARK: Producers (any thread)
+
+    /// Queues `block` with the next sequence number, unless the loop has ended.
+    mutating func enqueue(_ modes: BlockModes, _ body: @escaping @Sendable () -> Void) -> EnqueueAction {
+        guard self.lifecycle != .ended else { return .refused }
+        self.nextBlockSequence &+= 1
+        self.blocks.append(QueuedBlock(sequence: self.nextBlockSequence, modes: modes, body: body))
+        return .queued(self.arrival())
+    }
+
+    /// Notes that `source` was signalled (its flag went from clear to set).
+    mutating func noteSignal(_ source: LoopSource) -> WakeAction {
+        self.signalledSources.append(source)
+        return self.arrival()
+    }
+
+    /// Forgets a signal of an invalidated source, so that the list does not keep it alive.
+    mutating func forgetSignal(of source: LoopSource) {
+        self.signalledSources.removeAll { $0 === source }
+    }
+
+    /// Queues an item change for the loop's thread; dropped once the loop has ended (its items are gone).
+    mutating func post(_ message: @escaping @Sendable (Loop) -> Void) -> WakeAction {
+        guard self.lifecycle != .ended else { return .none }
+        self.controlMessages.append(message)
+        return self.arrival()
+    }
+
+    /// Asks the innermost run to return `.stopped`; a no-op while no run is active (as in CF).
+    mutating func requestStop() -> WakeAction {
+        guard self.runDepth > 0 else { return .none }
+        self.isStopRequested = true
+        return self.arrival()
+    }
+
+    /// Makes the loop's current wait end, or its next one only look; a no-op while no run is active.
+    mutating func requestWakeUp() -> WakeAction {
+        guard self.runDepth > 0 else { return .none }
+        if !self.isWaiting {
+            self.isWakeUpRequested = true
+        }
+        return self.arrival()
+    }
+
+    /// Makes every present and future run return `.stopped` (sticky).
+    mutating func shutDown() -> WakeAction {
+        guard self.lifecycle == .open else { return .none }
+        self.lifecycle = .shuttingDown
+        return self.arrival()
+    }
+
+    private mutating func arrival() -> WakeAction {
+        guard self.isWaiting else { return .none }
+        self.hasArrivalsSinceWaitBegan = true
+        guard !self.isWakeUpInFlight else { return .none }
+        self.isWakeUpInFlight = true
+        return .wakeUp
+    }
+
+    // MARK: Queries (any thread)
+
+    var isShuttingDownOrEnded: Bool { self.lifecycle != .open }
+
+    var hasEnded: Bool { self.lifecycle == .ended }
+
+    var isLoopWaiting: Bool { self.isWaiting }
+
+    var lifecycleState: Lifecycle { self.lifecycle }
+
+    var activeRuns: Int { self.runDepth }
+
+    // MARK: The loop (its thread)
+
+    mutating func enterRun() {
+        self.runDepth += 1
+    }
+
+    /// Leaves a run; a stop that lost to another result is spent with the outermost run.
+    mutating func leaveRun() {
+        self.runDepth -= 1
+        if self.runDepth == 0 {
+            self.isStopRequested = false
+            self.isWakeUpRequested = false
+        }
+    }
+
+    /// Takes a pending stop; a shutdown is seen every time and stays.
+    mutating func takeStop() -> Bool {
+        if self.lifecycle != .open { return true }
+        guard self.isStopRequested else { return false }
+        self.isStopRequested = false
+        return true
+    }
+
+    /// Announces a wait. Refused (`false`: the loop must only look) while anything is queued for it, a stop or a
+    /// shutdown is pending, or a `wakeUp()` asked for one more pass.
+    mutating func beginWait() -> Bool {
+        precondition(!self.isWaiting, "LoopKit bug: a wait began inside another")
+        guard self.lifecycle == .open, !self.isStopRequested, !self.isWakeUpRequested,
+              self.blocks.isEmpty, self.signalledSources.isEmpty, self.controlMessages.isEmpty else {
+            self.isWakeUpRequested = false
+            return false
+        }
+        self.isWaiting = true
+        self.hasArrivalsSinceWaitBegan = false
+        return true
+    }
+
+    /// Ends the wait that `beginWait()` announced. `consumedWakeUp`: the wait read a byte from the wake-up channel.
+    ///
+    /// - Returns: Whether anything arrived during the wait. When the wait ended only because of the wake-up channel
+    ///   and nothing arrived, the byte was stale (written for work that the loop took before it slept), and the
+    ///   loop waits again without a pass.
+    mutating func endWait(consumedWakeUp: Bool) -> Bool {
+        self.isWaiting = false
+        if consumedWakeUp {
+            self.isWakeUpInFlight = false
+        }
+        return self.hasArrivalsSinceWaitBegan
+    }
+
+    /// A look (a refused wait) read a byte from the wake-up channel.
+    mutating func noteWakeUpConsumed() {
+        self.isWakeUpInFlight = false
+    }
+
+    /// Takes the blocks queued since the last take, first queued first, trading buffers with `spare` (no allocation
+    /// once both have grown).
+    mutating func takeBlocks(into spare: inout [QueuedBlock]) {
+        guard !self.blocks.isEmpty else { return }
+        swap(&self.blocks, &spare)
+    }
+
+    var hasQueuedBlocks: Bool { !self.blocks.isEmpty }
+
+    /// Whether a queued block may run in `mode`.
+    func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {
+        self.blocks.contains { $0.modes.admit(mode, commonModes: commonModes) }
+    }
+
+    /// Takes the sources signalled since the last take, first signalled first.
+    mutating func takeSignalledSources(into spare: inout [LoopSource]) {
+        guard !self.signalledSources.isEmpty else { return }
+        swap(&self.signalledSources, &spare)
+    }
+
+    /// Takes the item changes queued by other threads, in order.
+    mutating func takeControlMessages() -> [@Sendable (Loop) -> Void] {
+        guard !self.controlMessages.isEmpty else { return [] }
+        defer { self.controlMessages = [] }
+        return self.controlMessages
+    }
+
+    /// Takes every queued block for the thread's final drain; on the `final` round, or when none are left, the loop
+    /// ends with them, so that a block queued from now on is refused instead of lost.
+    mutating func takeRemainingBlocks(final: Bool) -> (blocks: [QueuedBlock], ended: Bool) {
+        let blocks = self.blocks
+        self.blocks = []
+        if blocks.isEmpty || final {
+            self.end()
+            return (blocks, true)
+        }
+        return (blocks, false)
+    }
+
+    /// The loop's thread is gone: nothing queued can run, and nothing more is accepted.
+    mutating func end() {
+        self.lifecycle = .ended
+        self.blocks = []
+        self.controlMessages = []
+        self.signalledSources = []
+        self.isStopRequested = false
+    }
+}

@@ -1,0 +1,65 @@
+import Synchronization
+
+/// Where a loop sleeps: the seam between the pass (items, modes, phases) and the system's wait (SwiftNIO's
+/// `Selector`).
+///
+/// A waiter owns the wake-up channel, the poll set, the deadline timer, the registrations of large modes and the
+/// wait counters. The pass uses a few calls: `wait(for:until:into:)` (wait for a mode's descriptors until an
+/// instant, or only look), `wakeUp()` (from any thread) and the notes that keep registrations current. Backends:
+/// `PollWaiter` (Linux: ppoll, timerfd and epoll; portable: poll and a pipe, nothing else) and `VirtualTimeWaiter`
+/// (a clock that declares itself virtual). Tests inject scripted ones.
+///
+/// Only `wakeUp()`, `noteNewEvents(of:)` and `counts` are safe from other threads; everything else is loop thread
+/// only.
+protocol LoopWaiter: AnyObject, Sendable {
+    /// Waits until a descriptor source of `items` is ready, `deadline` passes (`.distantFuture`: never) or
+    /// `wakeUp()` is called; with `deadline` `nil`, only looks. A signal does not end the wait. Reads the wake-up
+    /// channel if it was readable.
+    ///
+    /// Appends the ready sources, with the events they have, to `ready`, in `(order, sequence)` order.
+    func wait(
+        for items: ModeItems,
+        until deadline: LoopInstant?,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) -> WaitOutcome
+
+    /// Ends the current wait, or the next one if none is under way. Any thread.
+    func wakeUp()
+
+    /// `source`'s watched events changed: bring registrations up to date before the next wait. Any thread.
+    func noteNewEvents(of source: LoopDescriptorSource)
+
+    /// `source` joined the mode of `items`.
+    func descriptorSource(_ source: LoopDescriptorSource, didJoin items: ModeItems)
+
+    /// `source` left the mode of `items`.
+    func descriptorSource(_ source: LoopDescriptorSource, didLeave items: ModeItems)
+
+    /// Lets go of everything kept for the loop's modes: the loop is ending.
+    func forgetModes()
+
+    /// What the waiter did so far. Any thread.
+    var counts: WaitCounts { get }
+}
+
+/// What a wait found besides the ready descriptors.
+struct WaitOutcome: Equatable {
+    /// The wait read a wake-up from the channel.
+    var consumedWakeUp = false
+}
+
+/// How many waits a waiter made, how many could block, and its wake-up channel's traffic; written on the loop's
+/// thread (and, for writes, by the waking threads), read from any.
+final class WaitCounts: Sendable {
+    let waits = Atomic<UInt64>(0)
+    let blockingWaits = Atomic<UInt64>(0)
+    let wakeUpWrites = Atomic<UInt64>(0)
+    let wakeUpDrains = Atomic<UInt64>(0)
+
+    func count(timeoutNanoseconds: Int64) {
+        self.waits.wrappingAdd(1, ordering: .relaxed)
+        if timeoutNanoseconds != 0 {
+            self.blockingWaits.wrappingAdd(1, ordering: .relaxed)
+        }
+    }
+}

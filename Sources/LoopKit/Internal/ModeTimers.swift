@@ -1,0 +1,109 @@
+/// The timers of one mode: a slot table that holds each timer once, and a queue of plain entries that name slots.
+///
+/// Adding a timer to the mode takes a slot; scheduling it pushes an entry with a fresh `push` number; removing it
+/// frees the slot at once, which makes every entry it had stale and lets go of the timer (and of its closure)
+/// immediately, whatever the queue still holds. The queue is rebuilt once stale entries outnumber live timers, so
+/// re-arming a timer many times cannot grow it without bound. Loop thread only.
+struct ModeTimers {
+    private var timers: [LoopTimer?] = []
+    /// The `push` of each slot's live entry; 0 for a free slot or a timer with no fire date.
+    private var pushes: [UInt64] = []
+    private var freeSlots: [Int32] = []
+    private var lastPush: UInt64 = 0
+    private(set) var queue = TimerQueue()
+    /// The number of timers in the mode.
+    private(set) var count = 0
+    /// The due entries a pass took from `queue`, fired in order up to `nextDue` (see `Loop.fireDueTimers`).
+    var due: [TimerEntry] = []
+    var nextDue = 0
+
+    /// Takes a slot for `timer`.
+    ///
+    /// - Complexity: O(1) amortized.
+    mutating func add(_ timer: LoopTimer) -> Int32 {
+        self.count += 1
+        if let slot = self.freeSlots.popLast() {
+            self.timers[Int(slot)] = timer
+            return slot
+        }
+        self.timers.append(timer)
+        self.pushes.append(0)
+        return Int32(self.timers.count - 1)
+    }
+
+    /// Frees `slot`, releasing its timer now; its queue entries become stale.
+    ///
+    /// - Complexity: O(1) amortized (a compaction, O(*n*), runs at most once per *n* removals).
+    mutating func remove(slot: Int32) {
+        let index = Int(slot)
+        self.timers[index] = nil
+        self.pushes[index] = 0
+        self.freeSlots.append(slot)
+        self.count -= 1
+        self.compactIfMostlyStale()
+    }
+
+    /// Queues a fire of the timer in `slot` at `deadline`; any earlier entry of the slot becomes stale.
+    ///
+    /// - Complexity: O(log *n*).
+    mutating func schedule(slot: Int32, deadline: UInt64, order: UInt64, tolerance: UInt64) {
+        self.lastPush &+= 1
+        self.pushes[Int(slot)] = self.lastPush
+        self.queue.insert(TimerEntry(deadline: deadline, order: order, push: self.lastPush, tolerance: tolerance,
+                                     slot: slot))
+        self.compactIfMostlyStale()
+    }
+
+    /// Makes the slot's entries stale without freeing it (a timer with no next fire).
+    mutating func unschedule(slot: Int32) {
+        self.pushes[Int(slot)] = 0
+    }
+
+    /// Whether `entry` still stands for its slot's next fire.
+    @inline(__always)
+    func isLive(_ entry: TimerEntry) -> Bool {
+        self.pushes[Int(entry.slot)] == entry.push
+    }
+
+    /// The timer `entry` stands for, if the entry is live.
+    func timer(for entry: TimerEntry) -> LoopTimer? {
+        self.isLive(entry) ? self.timers[Int(entry.slot)] : nil
+    }
+
+    /// Every timer in the mode, in slot order.
+    var allTimers: [LoopTimer] {
+        self.timers.compactMap { $0 }
+    }
+
+    /// The instant to wake for the earliest timers (coalesced within their tolerances), or `nil` without any.
+    mutating func nextWake() -> UInt64? {
+        if self.nextDue < self.due.count {  // an outer pass's batch, still due: do not sleep
+            return self.due[self.nextDue].deadline
+        }
+        let pushes = self.pushes
+        self.queue.dropStaleTop { pushes[Int($0.slot)] == $0.push }
+        return self.queue.coalescedWakeTime { pushes[Int($0.slot)] == $0.push }
+    }
+
+    /// Takes every entry due at `now` from the queue into `batch`, earliest first, keeping only live ones.
+    mutating func takeDue(at now: UInt64, into batch: inout [TimerEntry]) {
+        while let entry = self.queue.first, entry.deadline <= now {
+            self.queue.removeFirst()
+            if self.isLive(entry) {
+                batch.append(entry)
+            }
+        }
+        self.queue.checkInvariants()
+    }
+
+    private mutating func compactIfMostlyStale() {
+        guard self.queue.count > 64, self.queue.count > 2 * self.count else { return }
+        let pushes = self.pushes
+        self.queue.compact { pushes[Int($0.slot)] == $0.push }
+    }
+
+    /// Lets go of every timer and entry (the loop is ending).
+    mutating func removeAll() {
+        self = ModeTimers()
+    }
+}

@@ -1,0 +1,93 @@
+/// The source phases of a pass: signalled sources, and ready descriptor sources.
+extension Loop {
+    /// Runs the signalled sources of `items`' mode, lower `order` first, then first signalled first; with
+    /// `returnAfterSourceHandled`, only the first (as CF), leaving the others signalled.
+    ///
+    /// The sources taken from the shared state go to `signalledCandidates`, which nested runs share: a run nested in a
+    /// source's callback runs the sources still signalled, and the outer pass then skips them (their flag is clear).
+    /// A source signalled while its loop runs another mode keeps its signal there for a mode it is in.
+    ///
+    /// - Returns: Whether a source ran.
+    func performSignalledSources(in items: ModeItems, returnAfterSourceHandled: Bool) -> Bool {
+        self.takeSignalledSources()
+        guard !self.signalledCandidates.isEmpty else { return false }
+        let mode = items.mode
+        var runnable: [(index: Int, source: LoopSource)] = []
+        for (index, candidate) in self.signalledCandidates.enumerated()
+        where candidate.source.candidateTicket == candidate.ticket && candidate.source.modes.contains(mode) {
+            runnable.append((index, candidate.source))
+        }
+        guard !runnable.isEmpty else { return false }
+        runnable.sort { ($0.source.order, $0.index) < ($1.source.order, $1.index) }
+
+        var handled = false
+        for (_, source) in runnable where source.isValid && source.isSignalled && source.candidateTicket != 0 {
+            guard source.modes.contains(mode) else { continue }  // an earlier callback took it out of this mode
+            source.candidateTicket = 0  // no longer a candidate: a nested run does not run it again
+            self.callOut(.source) { source.perform() }
+            handled = true
+            if returnAfterSourceHandled { break }
+        }
+        self.dropSpentCandidates()
+        return handled
+    }
+
+    /// Moves the sources signalled since the last take from the shared state to `signalledCandidates`.
+    private func takeSignalledSources() {
+        var taken = self.spareSignalled
+        self.spareSignalled = []
+        self.state.withLock { $0.takeSignalledSources(into: &taken) }
+        for source in taken where source.candidateTicket == 0 && source.isValid {
+            self.lastCandidateTicket &+= 1
+            source.candidateTicket = self.lastCandidateTicket
+            self.signalledCandidates.append((source, self.lastCandidateTicket))
+        }
+        taken.removeAll(keepingCapacity: true)
+        self.spareSignalled = taken
+    }
+
+    /// Forgets candidates that ran, were invalidated or lost their signal, so the list keeps none of them alive.
+    func dropSpentCandidates() {
+        self.signalledCandidates.removeAll { candidate in
+            let source = candidate.source
+            guard source.candidateTicket == candidate.ticket, source.isValid, source.isSignalled else {
+                if source.candidateTicket == candidate.ticket {
+                    source.candidateTicket = 0
+                }
+                return true
+            }
+            return false
+        }
+    }
+
+    /// Calls the ready descriptor sources in `order`, skipping any that an earlier callback cancelled or removed;
+    /// with `returnAfterSourceHandled`, only the first, unless a source was handled already (level-triggered: the
+    /// others are reported again on the next pass).
+    ///
+    /// A source is told only of the events it still watches (plus error, hang-up and invalid): an earlier callback of
+    /// the pass, or another thread during the wait, may have changed its `events` since the poll.
+    ///
+    /// - Returns: Whether a source was called.
+    func performReadyDescriptorSources(
+        _ ready: [(LoopDescriptorSource, DescriptorEvents)],
+        in items: ModeItems,
+        returnAfterSourceHandled: Bool
+    ) -> Bool {
+        var handled = false
+        let wait = self.waitGeneration
+        for (source, polled) in ready where source.isValid && source.modes.contains(items.mode) {
+            // A run nested in an earlier handler waited again and served what was ready; what this pass saw is stale
+            // now. Level-triggered, so anything still ready is reported on the next pass.
+            guard self.waitGeneration == wait else { break }
+            let events = polled.intersection(source.events.union([.error, .hangUp, .invalid]))
+            guard !events.isEmpty else { continue }
+            self.callOut(.descriptor(source.descriptor)) { source.handle(events) }
+            handled = true
+            if events.contains(.invalid) {
+                source.invalidate()  // the descriptor is closed: reported once, never polled again
+            }
+            if returnAfterSourceHandled { break }
+        }
+        return handled
+    }
+}

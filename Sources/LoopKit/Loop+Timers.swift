@@ -1,0 +1,58 @@
+/// The timer phase of a pass.
+extension Loop {
+    /// The instant to wake for the mode's timers (coalesced within their tolerances), or `nil` without timers.
+    func nextTimerWake(in items: ModeItems) -> LoopInstant? {
+        items.timers.nextWake().map(LoopInstant.init(nanoseconds:))
+    }
+
+    /// Fires every timer of the mode due at `now`, earliest first (equal dates in the order added).
+    ///
+    /// All due timers are taken from the queue before any callback runs, so a timer added or moved by a callback waits
+    /// for the next pass. The batch is kept on the mode (`due`, fired up to `nextDue`), so that a callback which runs
+    /// the loop nested in this mode does not hold the rest back: the nested run fires them first, on their slots,
+    /// and this batch finds them gone. A run nested in another mode fires a timer of both modes from its own queue,
+    /// which reschedules it everywhere and makes this batch's entry stale, so it is skipped.
+    func fireDueTimers(in items: ModeItems, now: LoopInstant) {
+        // Fired first: an outer pass's batch (this is a run nested in one of its callbacks), due before anything else.
+        self.fireUnfiredDueTimers(of: items)
+        guard let first = items.timers.queue.first, first.deadline <= now.nanoseconds else { return }
+        // The loop's scratch buffer, taken so that a run nested in a callback gets (and allocates) its own.
+        var due = self.dueTimersScratch
+        self.dueTimersScratch = []
+        items.timers.takeDue(at: now.nanoseconds, into: &due)
+        // Any earlier batch was fired to its end above: this one takes its place.
+        items.timers.due = due
+        items.timers.nextDue = 0
+        due = []
+        self.fireUnfiredDueTimers(of: items)
+        // The batch's buffer, kept for the next pass, unless a nested run left a larger one there (it replaced this
+        // batch with its own, and parked its buffer in the scratch when it finished).
+        due = items.timers.due
+        items.timers.due = []
+        items.timers.nextDue = 0
+        due.removeAll(keepingCapacity: true)
+        if due.capacity > self.dueTimersScratch.capacity {
+            self.dueTimersScratch = due
+        }
+    }
+
+    /// Fires the entries of the mode's due batch from `nextDue` on, in order; each is counted as taken before its
+    /// callback runs.
+    private func fireUnfiredDueTimers(of items: ModeItems) {
+        while items.timers.nextDue < items.timers.due.count {
+            let entry = items.timers.due[items.timers.nextDue]
+            items.timers.nextDue += 1
+            // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
+            guard let timer = items.timers.timer(for: entry), !timer.isFiring, timer.isValid else { continue }
+            self.firedTimers &+= 1
+            let stillScheduled = self.callOut(.timer) {
+                timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock)
+            }
+            if stillScheduled {
+                self.requeue(timer)
+            } else {
+                self.detachEverywhere(timer)
+            }
+        }
+    }
+}

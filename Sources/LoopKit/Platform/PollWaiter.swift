@@ -1,0 +1,253 @@
+import Synchronization
+
+/// The waiter of the `linux` and `portable` backends: a poll set rebuilt per wait from the running mode, a pipe to
+/// be woken through, and, on Linux, a timerfd for deadlines and epoll registrations for large modes.
+///
+/// A small mode (or any mode on the portable backend) waits in one poll on the wake-up pipe, the deadline timer and
+/// all its descriptors. A mode with `largeModeThreshold` descriptor sources or more (Linux) keeps them registered in
+/// an epoll set (`DescriptorRegistry`) and waits on the pipe, the timer and that set's descriptor. The deadline timer
+/// is used only for a clock that reads the system's monotonic clock; any other clock gets relative timeouts.
+///
+/// Only `wakeUp()`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread only.
+// @unchecked Sendable: every `var` is touched only on the loop's thread (the waiter's only caller there); the members
+// other threads use are the pipe (thread-safe), the counters (atomic) and `sourcesWithNewEvents` (a lock).
+final class PollWaiter: LoopWaiter, @unchecked Sendable {
+    // MARK: Immutable; readable from any thread
+    let backend: LoopBackend
+    let wakeupPipe: WakeupPipe
+    let counts = WaitCounts()
+    private let clock: any LoopClock
+    /// The sources whose `events` changed (any thread) since the loop last waited, so that the epoll registrations
+    /// of large modes are brought up to date for those alone.
+    private let sourcesWithNewEvents = LoopLock<[LoopDescriptorSource]>([])
+    private let hasSourcesWithNewEvents = Atomic<Bool>(false)
+
+    // MARK: Loop thread only
+    private let poller: any Poller
+    /// Where the waiter sleeps until a deadline of the system clock (`nil`: the poll's own timeout).
+    private lazy var deadlineTimer: DeadlineTimer? =
+        self.backend == .linux && self.clock.readsSystemMonotonicClock ? DeadlineTimer() : nil
+    private var polledSources: [LoopDescriptorSource] = []
+    private var registries: [ObjectIdentifier: DescriptorRegistry] = [:]
+    /// Modes whose descriptors epoll refused once: they are polled directly from then on.
+    private var refusedModes: Set<ObjectIdentifier> = []
+    private var sourcesWithNewEventsScratch: [LoopDescriptorSource] = []
+    /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it.
+    var largeModeThreshold = PollWaiter.defaultLargeModeThreshold
+    static let defaultLargeModeThreshold = 32
+
+    /// A waiter for `backend` whose poll is `poller` (tests inject a fake).
+    ///
+    /// - Throws: `SystemCallError` when the wake-up pipe cannot be created (e.g. out of descriptors).
+    init(backend: LoopBackend, clock: any LoopClock, poller: (any Poller)? = nil) throws(SystemCallError) {
+        self.backend = backend
+        self.clock = clock
+        self.wakeupPipe = try WakeupPipe()
+        self.poller = poller ?? SystemPoller(call: backend == .linux ? .nanosecondTimeout : .millisecondTimeout)
+    }
+
+    // MARK: Any thread
+
+    /// Writes a byte to the wake-up pipe. The loop's state machine calls it at most once per wait.
+    func wakeUp() {
+        self.counts.wakeUpWrites.wrappingAdd(1, ordering: .relaxed)
+        self.wakeupPipe.notify()
+    }
+
+    func noteNewEvents(of source: LoopDescriptorSource) {
+        guard self.backend == .linux,
+              !source.isListedWithNewEvents.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        self.sourcesWithNewEvents.withLock { list in
+            list.append(source)
+            self.hasSourcesWithNewEvents.store(true, ordering: .releasing)
+        }
+    }
+
+    // MARK: Loop thread
+
+    func descriptorSource(_ source: LoopDescriptorSource, didJoin items: ModeItems) {
+        self.registries[ObjectIdentifier(items)]?.add(source)
+    }
+
+    func descriptorSource(_ source: LoopDescriptorSource, didLeave items: ModeItems) {
+        self.registries[ObjectIdentifier(items)]?.remove(source)
+    }
+
+    func forgetModes() {
+        self.registries = [:]
+        self.refusedModes = []
+        self.polledSources = []
+        self.sourcesWithNewEvents.withLock { $0 = [] }
+        self.sourcesWithNewEventsScratch = []
+    }
+
+    /// The epoll registrations of `items`' mode, if it has them (tests).
+    func registry(for items: ModeItems) -> DescriptorRegistry? {
+        self.registries[ObjectIdentifier(items)]
+    }
+
+    /// Whether epoll refused `items`' descriptors, so that the mode is polled directly (tests).
+    func hasRefusedRegistrations(of items: ModeItems) -> Bool {
+        self.refusedModes.contains(ObjectIdentifier(items))
+    }
+
+    func wait(
+        for items: ModeItems,
+        until deadline: LoopInstant?,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) -> WaitOutcome {
+        // The timerfd is polled only when there is a deadline, so a loop waiting for work alone polls just its pipe.
+        let deadlineTimer = deadline.map { $0 != .distantFuture } == true ? self.deadlineTimer : nil
+        defer { self.polledSources.removeAll(keepingCapacity: true) }  // keeps no source alive between waits
+        if let deadline, let registry = self.registry(forWaitingIn: items) {
+            // A large mode: look at every descriptor once (a closed one is reported invalid; a ready one ends the
+            // wait now), then sleep on the epoll set instead of on all of them. The deadline timer is left out of
+            // the look: it may still hold the expiry of an earlier deadline until the sleep arms it again.
+            self.setUpPoll(deadlineTimer: nil, sources: items.descriptorSources)
+            let readyCount = self.look()
+            if readyCount > 0 {
+                return self.collectPolled(readyCount, deadlineTimer: nil, into: &ready)
+            }
+            self.setUpPoll(deadlineTimer: deadlineTimer, sources: [])
+            self.poller.append(registry.descriptor, events: .readable)
+            let wokenCount = self.sleep(until: deadline, on: deadlineTimer)
+            let outcome = self.collectPolled(wokenCount, deadlineTimer: deadlineTimer, into: &ready)
+            if wokenCount > 0, !self.poller.events(at: self.poller.count - 1).isEmpty {
+                registry.collectReady(into: &ready)
+            }
+            return outcome
+        }
+        self.setUpPoll(deadlineTimer: deadlineTimer, sources: items.descriptorSources)
+        let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
+        return self.collectPolled(readyCount, deadlineTimer: deadlineTimer, into: &ready)
+    }
+
+    /// Sets the poller up for one wait: the wake-up pipe, then the deadline timer if there is one, then `sources`.
+    private func setUpPoll(deadlineTimer: DeadlineTimer?, sources: [LoopDescriptorSource]) {
+        self.poller.reset()
+        self.polledSources.removeAll(keepingCapacity: true)
+        self.poller.append(self.wakeupPipe.readEnd, events: .readable)
+        if let deadlineTimer {
+            self.poller.append(deadlineTimer.descriptor, events: .readable)
+        }
+        for source in sources where source.isValid {
+            self.poller.append(source.descriptor, events: source.events)
+            self.polledSources.append(source)
+        }
+    }
+
+    /// Polls without waiting (again after a signal).
+    ///
+    /// - Returns: The number of descriptors with events.
+    private func look() -> Int {
+        var readyCount: Int
+        repeat {
+            readyCount = self.poll(timeoutNanoseconds: 0)
+        } while readyCount < 0
+        return readyCount
+    }
+
+    /// Sleeps until `deadline` or until a polled descriptor is ready; a signal interrupts the poll (EINTR) but is not
+    /// a wake-up, so it waits again for what is left.
+    ///
+    /// - Returns: The number of descriptors with events.
+    private func sleep(until deadline: LoopInstant, on deadlineTimer: DeadlineTimer?) -> Int {
+        while true {
+            let readyCount: Int
+            let now = self.clock.now
+            if deadline == .distantFuture {
+                readyCount = self.poll(timeoutNanoseconds: -1)  // the timerfd is not polled: it may stay armed
+            } else if deadline <= now {
+                readyCount = self.poll(timeoutNanoseconds: 0)
+            } else if let deadlineTimer, deadlineTimer.set(deadline.nanoseconds) {
+                readyCount = self.poll(timeoutNanoseconds: -1)  // precise; re-armed only when the deadline changes
+            } else {
+                readyCount = self.poll(timeoutNanoseconds: Int64(clamping: deadline.nanoseconds - now.nanoseconds))
+            }
+            if readyCount >= 0 { return readyCount }
+        }
+    }
+
+    /// Reads what the last poll reported (`readyCount` descriptors with events): drains the wake-up pipe if it was
+    /// readable, and appends the polled sources with events.
+    private func collectPolled(
+        _ readyCount: Int,
+        deadlineTimer: DeadlineTimer?,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) -> WaitOutcome {
+        var outcome = WaitOutcome()
+        guard readyCount > 0 else { return outcome }
+        if !self.poller.events(at: 0).isEmpty {
+            self.counts.wakeUpDrains.wrappingAdd(1, ordering: .relaxed)
+            self.wakeupPipe.drain()
+            outcome.consumedWakeUp = true
+        }
+        // A readable deadline timer needs nothing: the timers' phase fires what is due; the next arming clears it.
+        let firstSource = deadlineTimer == nil ? 1 : 2
+        for (offset, source) in self.polledSources.enumerated() {
+            let events = self.poller.events(at: firstSource + offset)
+            if !events.isEmpty {
+                ready.append((source, events))
+            }
+        }
+        return outcome
+    }
+
+    /// The epoll registrations of `items`, or `nil` to poll its descriptors directly: a small mode, the portable
+    /// backend, or a mode whose registrations epoll refused. Made when a mode reaches `largeModeThreshold` descriptor
+    /// sources; dropped when it falls below half of that, so a mode near the line does not flip every wait.
+    private func registry(forWaitingIn items: ModeItems) -> DescriptorRegistry? {
+        guard self.backend == .linux else { return nil }
+        self.applyNewEvents()
+        let key = ObjectIdentifier(items)
+        let count = items.descriptorSources.count
+        if let registry = self.registries[key] {
+            if count >= self.largeModeThreshold / 2, registry.prepareToSleep() {
+                return registry
+            }
+            if registry.hasFailed {
+                self.refusedModes.insert(key)
+            }
+            self.registries[key] = nil
+            return nil
+        }
+        guard count >= self.largeModeThreshold, !self.refusedModes.contains(key) else { return nil }
+        guard let registry = DescriptorRegistry(sources: items.descriptorSources) else {
+            return nil  // no descriptor left for an epoll set: try again when the mode next sleeps
+        }
+        guard registry.prepareToSleep() else {
+            self.refusedModes.insert(key)  // epoll refused the sources: this mode keeps the poll
+            return nil
+        }
+        self.registries[key] = registry
+        return registry
+    }
+
+    /// Brings the registrations of every large mode up to date with the sources whose `events` changed.
+    ///
+    /// - Complexity: O(*k*) for *k* changed sources (one epoll_ctl(2) each at most), O(1) when none changed.
+    private func applyNewEvents() {
+        guard self.hasSourcesWithNewEvents.load(ordering: .acquiring) else { return }
+        var changed = self.sourcesWithNewEventsScratch
+        self.sourcesWithNewEventsScratch = []
+        self.sourcesWithNewEvents.withLock { list in
+            swap(&list, &changed)
+            self.hasSourcesWithNewEvents.store(false, ordering: .releasing)
+        }
+        for source in changed {
+            source.isListedWithNewEvents.store(false, ordering: .releasing)  // before its events are read below
+            for registry in self.registries.values {
+                registry.refresh(source)
+            }
+        }
+        changed.removeAll(keepingCapacity: true)
+        self.sourcesWithNewEventsScratch = changed
+    }
+
+    /// One call to the poller, counted.
+    @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
+    private func poll(timeoutNanoseconds: Int64) -> Int {
+        self.counts.count(timeoutNanoseconds: timeoutNanoseconds)
+        return self.poller.waitForEvents(timeoutNanoseconds: timeoutNanoseconds)
+    }
+}
