@@ -1,0 +1,280 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Testing
+@testable import LoopKit
+
+/// The cross-thread state machine seen from the user's side: no hang after a nested run, no stale wake-ups, blocks in
+/// FIFO order across nesting, CF's `returnAfterSourceHandled`. Real threads assert order and conditions only.
+@Suite("Core state: wake-ups, nesting and order", .serialized, .timeLimit(.minutes(1)))
+struct CoreStateTests {
+    // MARK: Shutdown after a nested run
+
+    @Test func aShutdownWhileTheLoopRunsNestedInABlockEndsTheThread() throws {
+        let thread = try LoopThread()
+        let loop = thread.loop
+        let nested = Recorder<RunResult>()
+        loop.perform {
+            loop.perform {
+                nested.append(loop.run(mode: .default, before: loop.now + .seconds(1)))
+            }
+        }
+        #expect(waitUntil { loop.isWaiting })
+        thread.shutdownAndJoin()  // before the fix: the outer pass slept on a drained pipe, for ever
+        #expect(nested.elements == [.stopped])
+    }
+
+    @Test func aShutdownIsSeenByEveryNestingLevelBeforeItSleeps() throws {
+        let thread = try LoopThread()
+        let loop = thread.loop
+        let results = Recorder<String>()
+        loop.perform {
+            let inner = loop.run(mode: .tracking, before: .distantFuture)  // tracking is empty: finished at once
+            results.append("tracking \(inner)")
+            loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .tracking)
+            results.append("nested \(loop.run(mode: .tracking, before: .distantFuture))")
+        }
+        #expect(waitUntil { results.count == 1 && loop.isWaiting })
+        thread.shutdownAndJoin()
+        #expect(results.elements == ["tracking finished", "nested stopped"])
+    }
+
+    @Test func blocksAndSignalsQueuedDuringANestedRunAreNeverLeftAsleep() throws {
+        for _ in 0..<50 {
+            let thread = try LoopThread()
+            let loop = thread.loop
+            let ran = Recorder<String>()
+            let source = LoopSource { _ in ran.append("signal") }
+            loop.add(source, forMode: .common)
+            loop.perform {
+                // The nested run drains the wake-up channel; what arrives meanwhile must still be served.
+                loop.run(mode: .tracking, before: loop.now + .milliseconds(2))
+            }
+            onAnotherThread {
+                loop.perform { ran.append("block") }
+                source.signal()
+            }
+            #expect(waitUntil { ran.count == 2 })
+            thread.shutdownAndJoin()
+        }
+    }
+
+    // MARK: Stale wake-ups
+
+    @Test func workQueuedBeforeRunIsHandledInTheFirstPassAndDoesNotEndTheFirstSleep() throws {
+        let loop = try Loop()
+        let trace = Recorder<String>()
+        loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
+            trace.append("\(activity)")
+        }, forMode: .default)
+        let source = LoopSource { _ in trace.append("source") }
+        loop.add(source, forMode: .default)
+        loop.perform { trace.append("block") }
+        source.signal()
+        let start = loop.now
+        #expect(loop.run(mode: .default, before: start + .milliseconds(50)) == .timedOut)
+        #expect(trace.elements == ["block", "source", "beforeWaiting", "afterWaiting"])
+        #expect(loop.now - start >= .milliseconds(50))
+        #expect(loop.counters.wakeUpWrites == 0)
+        #expect(loop.counters.emptyWakeUps == 0)
+    }
+
+    @Test func aStopFromACallbackLeavesNoWakeUpForTheNextRun() throws {
+        let loop = try Loop()
+        let trace = Recorder<String>()
+        loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
+            trace.append("\(activity)")
+        }, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        loop.perform { loop.stop() }
+        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        // As in CF, the pass that ran the block reaches its wait, which the stop turns into a look.
+        #expect(trace.elements == ["beforeWaiting", "afterWaiting"])
+        trace.removeAll()
+        let before = loop.counters
+        let start = loop.now
+        #expect(loop.run(mode: .default, before: start + .milliseconds(50)) == .timedOut)
+        #expect(loop.counters.since(before).blockingWaits == 1)
+        #expect(trace.elements == ["beforeWaiting", "afterWaiting"])  // one sleep, to the deadline
+        #expect(loop.now - start >= .milliseconds(50))
+    }
+
+    @Test func aPerformToASleepingLoopWakesItOnceAndThePassRunsTheBlock() throws {
+        let loop = try Loop()
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let ran = Recorder<Int>()
+        let producer = startThread {
+            _ = waitUntil { loop.isWaiting }
+            for index in 0..<100 {
+                loop.perform { ran.append(index) }
+            }
+            loop.perform { loop.stop() }
+        }
+        while ran.count < 100 {
+            loop.run(mode: .default, before: loop.now + .seconds(20))
+        }
+        producer.join()
+        #expect(ran.elements == Array(0..<100))
+        #expect(loop.counters.emptyWakeUps == 0)
+        #expect(loop.counters.wakeUpWrites <= loop.counters.blockingWaits)
+    }
+
+    @Test func wakeUpWhileNoRunIsActiveDoesNothingAndWhileAwakeMakesTheNextWaitALook() throws {
+        let loop = try Loop()
+        loop.wakeUp()
+        let trace = Recorder<String>()
+        loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
+            trace.append("\(activity)")
+        }, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let start = loop.now
+        #expect(loop.run(mode: .default, before: start + .milliseconds(20)) == .timedOut)
+        #expect(loop.now - start >= .milliseconds(20))  // the early wakeUp() did not end the sleep
+        #expect(trace.elements == ["beforeWaiting", "afterWaiting"])
+    }
+
+    // MARK: FIFO blocks across nesting
+
+    @Test func aBlockQueuedBeforeANestedRunRunsBeforeOneQueuedByTheBlockThatNests() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let order = Recorder<String>()
+        loop.perform {
+            order.append("A")
+            loop.perform { order.append("C") }
+            loop.run(mode: .default, before: loop.now)
+        }
+        loop.perform { order.append("B") }
+        loop.run(mode: .default, before: loop.now)
+        #expect(order.elements == ["A", "B", "C"])
+    }
+
+    @Test func aNestedRunInAnotherModeKeepsTheOrderOfCommonBlocks() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let order = Recorder<String>()
+        loop.perform(inModes: [.common]) {
+            order.append("A")
+            loop.perform(inModes: [.common]) { order.append("C") }
+            loop.run(mode: .tracking, before: loop.now)
+        }
+        loop.perform(inModes: [.common]) { order.append("B") }
+        loop.run(mode: .default, before: loop.now)
+        #expect(order.elements == ["A", "B", "C"])
+    }
+
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8])
+    func blocksFromEachProducerRunInFIFOOrderUnderRandomNesting(seed: UInt64) throws {
+        var generator = SplitMix(seed: seed)
+        let loop = try Loop(clock: ManualLoopClock())
+        let ran = Recorder<Int>()
+        let plan = PlanBox(plan: (0..<200).map { _ in (nest: generator.next() % 4 == 0,
+                                                          mode: generator.next() % 2 == 0 ? LoopMode.default : .tracking,
+                                                          spawn: generator.next() % 3 == 0) })
+        let next = Counter()
+        @Sendable func enqueue() {
+            let id = next.increment()
+            guard id < 200 else { return }
+            loop.perform(inModes: [.common]) {
+                ran.append(id)
+                let step = plan.plan[id]
+                if step.spawn { enqueue() }
+                if step.nest { loop.run(mode: step.mode, before: loop.now) }
+            }
+        }
+        for _ in 0..<20 { enqueue() }
+        while ran.count < next.value, next.value <= 200 {
+            loop.run(mode: .default, before: loop.now)
+            if ran.count == next.value && next.value < 200 { enqueue() }
+        }
+        #expect(ran.elements == ran.elements.sorted())
+        #expect(Set(ran.elements).count == ran.count)
+    }
+
+    @Test func blocksOfTwoProducersEachRunInTheirOwnOrderWhileTheLoopNests() throws {
+        let thread = try LoopThread()
+        let loop = thread.loop
+        let ran = Recorder<(Int, Int)>()
+        let total = 2_000
+        let producers = (0..<2).map { producer in
+            startThread {
+                for index in 0..<total {
+                    loop.perform(inModes: [.common]) {
+                        ran.append((producer, index))
+                        if index % 97 == 0 { loop.run(mode: .tracking, before: loop.now) }
+                    }
+                }
+            }
+        }
+        for producer in producers { producer.join() }
+        #expect(waitUntil { ran.count == 2 * total })
+        thread.shutdownAndJoin()
+        for producer in 0..<2 {
+            let mine = ran.elements.filter { $0.0 == producer }.map(\.1)
+            #expect(mine == Array(0..<total))
+        }
+    }
+
+    // MARK: returnAfterSourceHandled as CF
+
+    @Test func aRunThatReturnsAfterASourceRunsOnlyTheFirstSignalledSource() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let ran = Recorder<String>()
+        let first = LoopSource(order: 0) { _ in ran.append("first") }
+        let second = LoopSource(order: 1) { _ in ran.append("second") }
+        loop.add(first, forMode: .default)
+        loop.add(second, forMode: .default)
+        second.signal()
+        first.signal()
+        #expect(loop.run(mode: .default, before: .distantFuture, returnAfterSourceHandled: true) == .handledSource)
+        #expect(ran.elements == ["first"])
+        #expect(second.isSignalled)
+        #expect(loop.run(mode: .default, before: .distantFuture, returnAfterSourceHandled: true) == .handledSource)
+        #expect(ran.elements == ["first", "second"])
+    }
+
+    @Test func aRunNestedInASourceRunsTheOtherSignalledSourcesOfThePass() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let ran = Recorder<String>()
+        let second = LoopSource(order: 1) { _ in ran.append("second") }
+        let first = LoopSource(order: 0) { _ in
+            ran.append("first")
+            loop.run(mode: .default, before: loop.now)
+            ran.append("first returns")
+        }
+        loop.add(first, forMode: .default)
+        loop.add(second, forMode: .default)
+        first.signal()
+        second.signal()
+        loop.run(mode: .default, before: loop.now)
+        #expect(ran.elements == ["first", "second", "first returns"])
+    }
+}
+
+/// A deterministic generator for the random-nesting test (SplitMix64).
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { self.state = seed }
+    mutating func next() -> UInt64 {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var mixed = self.state
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return mixed ^ (mixed >> 31)
+    }
+}
+
+/// A counter for one thread's test closures.
+final class Counter: @unchecked Sendable {
+    private(set) var value = 0
+    func increment() -> Int {
+        defer { self.value += 1 }
+        return self.value
+    }
+}
+
+/// A plan that only the test's thread reads.
+final class PlanBox<Plan>: @unchecked Sendable {
+    let plan: Plan
+    init(plan: Plan) { self.plan = plan }
+}

@@ -1,0 +1,139 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Testing
+@testable import LoopKit
+
+/// Invalidated and removed items are released at once, and a loop of the user's own is freed with its descriptors
+/// once the user lets go of it and of its items, even when they capture it. Counted with weak references and the
+/// process's open descriptors.
+@Suite("Releasing loops and items", .serialized)
+struct ReleaseTests {
+    /// Something a closure captures, whose lifetime the tests watch.
+    final class Payload: Sendable {}
+
+    /// The number of open descriptors of this process.
+    private func openDescriptorCount() -> Int {
+        guard let directory = opendir("/proc/self/fd") else { return -1 }
+        defer { closedir(directory) }
+        var count = 0
+        while readdir(directory) != nil { count += 1 }
+        return count
+    }
+
+    @Test func anInvalidatedTimerAndWhatItsClosureCapturesAreFreedBeforeItsDeadline() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        weak var weakTimer: LoopTimer?
+        weak var weakPayload: Payload?
+        do {
+            let payload = Payload()
+            weakPayload = payload
+            let timer = LoopTimer(interval: .seconds(60)) { _ in _ = payload }
+            weakTimer = timer
+            loop.add(timer, forMode: .common)
+            loop.runOnePass()
+            timer.invalidate()
+        }
+        #expect(weakTimer == nil)
+        #expect(weakPayload == nil)
+    }
+
+    @Test func aTimerRemovedFromItsOnlyModeIsFreedAtOnce() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        weak var weakTimer: LoopTimer?
+        do {
+            let timer = LoopTimer(interval: .seconds(60)) { _ in }
+            weakTimer = timer
+            loop.add(timer, forMode: .default)
+            loop.remove(timer, forMode: .default)
+        }
+        #expect(weakTimer == nil)
+    }
+
+    @Test func armingAndCancellingAnIdleTimeoutPerRequestKeepsNothingAlive() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let keepAlive = LoopSource { _ in }
+        loop.add(keepAlive, forMode: .default)
+        let payloads = Recorder<WeakPayload>()
+        for _ in 0..<10_000 {
+            let payload = Payload()
+            payloads.append(WeakPayload(payload))
+            let timeout = LoopTimer(interval: .seconds(30)) { _ in _ = payload }
+            loop.add(timeout, forMode: .default)
+            loop.perform { timeout.invalidate() }
+            loop.runOnePass()
+        }
+        #expect(payloads.elements.allSatisfy { $0.payload == nil })
+        #expect(loop.modeItemsByMode[.default]!.timers.queue.count <= 64)
+    }
+
+    @Test func aSignalledSourceInvalidatedBeforeItRanIsFreed() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        weak var weakSource: LoopSource?
+        do {
+            let source = LoopSource { _ in }
+            weakSource = source
+            loop.add(source, forMode: .tracking)
+            source.signal()
+            loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .default)
+            loop.runOnePass()  // takes the signal, which waits for a run of tracking
+            source.invalidate()
+        }
+        #expect(weakSource == nil)
+    }
+
+    @Test func aDescriptorSourceInvalidatedAfterAPassIsFreed() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let pipe = try TestPipe()
+        weak var weakSource: LoopDescriptorSource?
+        do {
+            let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }
+            weakSource = source
+            loop.add(source, forMode: .default)
+            pipe.write()
+            loop.runOnePass()
+            source.invalidate()
+        }
+        #expect(weakSource == nil)
+    }
+
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aUsersOwnLoopWhoseItemsCaptureItIsFreedWithItsDescriptors(_ path: DescriptorWaitPath) throws {
+        let descriptorsBefore = self.openDescriptorCount()
+        weak var weakLoop: Loop?
+        let pipe = try TestPipe()
+        do {
+            let loop = try path.makeLoop()
+            weakLoop = loop
+            let timer = LoopTimer(interval: .milliseconds(1), repeats: true) { _ in _ = loop.now }
+            let source = LoopSource { _ in _ = loop.now }
+            let descriptorSource = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+                _ = loop.now
+            }
+            let observer = LoopObserver(activities: .allActivities) { _, _ in _ = loop.now }
+            loop.add(timer, forMode: .common)
+            loop.add(source, forMode: .default)
+            loop.add(descriptorSource, forMode: .default)
+            loop.add(observer, forMode: .default)
+            source.signal()
+            pipe.write()
+            loop.perform { _ = loop.now }
+            loop.run(mode: .default, before: loop.now + .milliseconds(5))
+            source.signal()  // pending when the items are invalidated
+            timer.invalidate()
+            source.invalidate()
+            descriptorSource.invalidate()
+            observer.invalidate()
+        }
+        #expect(weakLoop == nil)
+        #expect(self.openDescriptorCount() == descriptorsBefore + 2)  // the test's own pipe
+    }
+}
+
+/// A weak reference to a payload, for counting the survivors.
+final class WeakPayload: @unchecked Sendable {
+    weak var payload: ReleaseTests.Payload?
+    init(_ payload: ReleaseTests.Payload) { self.payload = payload }
+}
