@@ -34,7 +34,7 @@ public final class HitchMonitor: Sendable {
     ///   - modes: Where to watch; `.common` (the default) covers default and tracking.
     ///   - hangThreshold: The busy stretch that counts as a hang; 250 ms by default.
     public init(loop: Loop, modes: [LoopMode] = [.common], hangThreshold: Duration = .milliseconds(250)) {
-        precondition(hangThreshold > .zero, "HitchMonitor(loop:modes:hangThreshold:): the threshold must be positive")
+        loopPrecondition(hangThreshold > .zero, "HitchMonitor(loop:modes:hangThreshold:): the threshold must be positive")
         self.loop = loop
         self.hangThreshold = hangThreshold
         var observers: [LoopObserver] = []

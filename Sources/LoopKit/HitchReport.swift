@@ -5,23 +5,41 @@
 /// second of frames, the figure Apple's tools rate: good below 5 ms/s, warning 5–10, critical above 10.
 public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     /// Display-link callbacks seen.
-    public var frames = 0
+    public internal(set) var frames = 0
     /// Frames the link skipped because a callback overran (counted, never replayed).
-    public var skippedFrames = 0
+    public internal(set) var skippedFrames = 0
     /// Frames whose work finished after their target.
-    public var hitches = 0
+    public internal(set) var hitches = 0
     /// The sum of how late each hitched frame finished.
-    public var totalHitchTime: Duration = .zero
+    public internal(set) var totalHitchTime: Duration = .zero
     /// From the first frame's timestamp to the last frame's target: the time the ratio is taken over.
-    public var frameSpan: Duration = .zero
+    public internal(set) var frameSpan: Duration = .zero
     /// Busy stretches of the loop (from waking or entry to sleeping or exit).
-    public var busyPasses = 0
+    public internal(set) var busyPasses = 0
     /// The longest busy stretch.
-    public var longestBusyPass: Duration = .zero
+    public internal(set) var longestBusyPass: Duration = .zero
     /// Busy stretches longer than the monitor's hang threshold.
-    public var hangs = 0
+    public internal(set) var hangs = 0
 
-    public init() {}
+    init() {}
+
+    /// A report of nothing: no frames, no busy passes. Any thread.
+    public static let empty = HitchReport()
+
+    /// What happened between `earlier` and this report (both from one monitor): the counts and times added since.
+    /// The longest busy pass is this report's, which is not a difference. Any thread.
+    public func since(_ earlier: HitchReport) -> HitchReport {
+        var span = HitchReport()
+        span.frames = self.frames - earlier.frames
+        span.skippedFrames = self.skippedFrames - earlier.skippedFrames
+        span.hitches = self.hitches - earlier.hitches
+        span.totalHitchTime = self.totalHitchTime - earlier.totalHitchTime
+        span.frameSpan = self.frameSpan - earlier.frameSpan
+        span.busyPasses = self.busyPasses - earlier.busyPasses
+        span.longestBusyPass = self.longestBusyPass
+        span.hangs = self.hangs - earlier.hangs
+        return span
+    }
 
     /// Milliseconds of hitch per second of frames (0 before any frame).
     public var hitchTimeRatio: Double {

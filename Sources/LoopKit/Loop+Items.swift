@@ -98,7 +98,7 @@ extension Loop {
     ///
     /// - Precondition: `link` is valid and belongs to no other loop.
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) {
-        precondition(link.isValid,
+        loopPrecondition(link.isValid,
                      "Loop.add(_:forMode:): the LoopDisplayLink was invalidated; an invalid item cannot be added")
         self.bind(link.timer, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)")
         link.timer.resolveFireDate(now: self.now)
@@ -129,7 +129,7 @@ extension Loop {
     ///
     /// - Precondition: `mode` is not `.common`.
     public func addCommonMode(_ mode: LoopMode) {
-        precondition(mode != .common, "Loop.addCommonMode(_:): `common` cannot be a member of itself")
+        loopPrecondition(mode != .common, "Loop.addCommonMode(_:): `common` cannot be a member of itself")
         self.onLoopThread { loop in
             guard loop.commonModeSet.insert(mode).inserted else { return }
             for item in loop.commonItems.values.sorted(by: { $0.sequence < $1.sequence }) {
@@ -165,7 +165,7 @@ extension Loop {
 
     /// Any thread.
     func addItem<Item: LoopItem & Sendable>(_ item: Item, to mode: LoopMode, call: StaticString) {
-        precondition(item.isValid, "\(call): the \(Item.kind) was invalidated; an invalid item cannot be added")
+        loopPrecondition(item.isValid, "\(call): the \(Item.kind) was invalidated; an invalid item cannot be added")
         self.bind(item, kind: Item.kind, call: call)
         self.onLoopThread { loop in
             loop.attach(item, to: mode)

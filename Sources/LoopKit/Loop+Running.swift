@@ -20,7 +20,7 @@ extension Loop {
     @discardableResult
     public func run(mode: LoopMode, before deadline: LoopInstant, returnAfterSourceHandled: Bool = false) -> RunResult {
         self.preconditionIsCurrent("Loop.run(mode:before:)")
-        precondition(mode != .common,
+        loopPrecondition(mode != .common,
                      "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run; "
                         + "run a real mode such as .default")
         self.applyControlMessages()

@@ -183,7 +183,7 @@ public final class Loop: @unchecked Sendable {
 
     /// Traps unless called on the loop's thread, in every build. Any thread.
     public func preconditionIsCurrent(file: StaticString = #fileID, line: UInt = #line) {
-        precondition(self.isCurrent, "must be called on the loop's own thread", file: file, line: line)
+        loopPrecondition(self.isCurrent, "must be called on the loop's own thread", file: file, line: line)
     }
 
     /// Traps unless called on the loop's thread, in debug builds only. Any thread.
@@ -193,7 +193,7 @@ public final class Loop: @unchecked Sendable {
 
     /// Traps unless called on the loop's thread, naming `call` in the message.
     func preconditionIsCurrent(_ call: StaticString, file: StaticString = #fileID, line: UInt = #line) {
-        precondition(self.isCurrent, "\(call) must be called on the loop's own thread", file: file, line: line)
+        loopPrecondition(self.isCurrent, "\(call) must be called on the loop's own thread", file: file, line: line)
     }
 
     /// The loop clock's current instant. Any thread.

@@ -47,9 +47,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         descriptor: CInt,
         events: DescriptorEvents,
         order: Int = 0,
-        handler: @escaping (LoopDescriptorSource, DescriptorEvents) -> Void
+        _ handler: @escaping (LoopDescriptorSource, DescriptorEvents) -> Void
     ) {
-        precondition(descriptor >= 0,
+        loopPrecondition(descriptor >= 0,
                      "LoopDescriptorSource(descriptor:events:): the descriptor is negative (\(descriptor))")
         LoopDescriptorSource.checkWatchable(events, call: "LoopDescriptorSource(descriptor:events:)")
         self.descriptor = descriptor
@@ -59,7 +59,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     }
 
     private static func checkWatchable(_ events: DescriptorEvents, call: StaticString) {
-        precondition(events.isSubset(of: [.readable, .writable]),
+        loopPrecondition(events.isSubset(of: [.readable, .writable]),
                      "\(call): only .readable and .writable can be watched (got \(events))")
     }
 

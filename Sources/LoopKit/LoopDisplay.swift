@@ -16,7 +16,7 @@ public final class LoopDisplay: Sendable, CustomStringConvertible {
     ///
     /// - Precondition: `maximumRate` is in 1...1000.
     public init(maximumRate: Int, epoch: LoopInstant = LoopInstant(nanoseconds: 0)) {
-        precondition((1...1000).contains(maximumRate),
+        loopPrecondition((1...1000).contains(maximumRate),
                      "LoopDisplay(maximumRate:epoch:): the rate must be 1...1000 Hz (got \(maximumRate))")
         self.maximumRate = maximumRate
         self.epoch = epoch

@@ -42,7 +42,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
         preferredRate: Double = 0,
         _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
     ) {
-        precondition(preferredRate.isFinite && preferredRate >= 0,
+        loopPrecondition(preferredRate.isFinite && preferredRate >= 0,
                      "LoopDisplayLink(display:preferredRate:): the rate must be finite and not negative "
                         + "(\(preferredRate))")
         self.init(display: display, refreshesPerFrame: display.refreshesPerFrame(
@@ -60,7 +60,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
         preferred: Double,
         _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
     ) {
-        precondition(minimum.isFinite && maximum.isFinite && preferred.isFinite && minimum > 0 && minimum <= maximum,
+        loopPrecondition(minimum.isFinite && maximum.isFinite && preferred.isFinite && minimum > 0 && minimum <= maximum,
                      "LoopDisplayLink(display:minimum:maximum:preferred:): need 0 < minimum <= maximum "
                         + "(got \(minimum)...\(maximum))")
         self.init(display: display, refreshesPerFrame: display.refreshesPerFrame(

@@ -17,7 +17,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
     ///
     /// - Precondition: `modes` is not empty.
     public init(loop: Loop, modes: [LoopMode] = [.default]) {
-        precondition(!modes.isEmpty, "LoopExecutor(loop:modes:): the list of modes is empty, so no job could run")
+        loopPrecondition(!modes.isEmpty, "LoopExecutor(loop:modes:): the list of modes is empty, so no job could run")
         self.loop = loop
         self.modes = modes
     }
@@ -40,7 +40,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
 
     /// Traps unless called on the loop's thread: what `assumeIsolated` relies on.
     public func checkIsolated() {
-        precondition(self.loop.isCurrent, "LoopExecutor: not on the loop's thread, so not isolated to this executor")
+        loopPrecondition(self.loop.isCurrent, "LoopExecutor: not on the loop's thread, so not isolated to this executor")
     }
 
     public func isIsolatingCurrentContext() -> Bool? {

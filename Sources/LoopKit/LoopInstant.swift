@@ -64,10 +64,10 @@ extension Duration {
 
     /// A duration of `seconds`, checked: NaN, infinite and negative values are a precondition failure naming `call`.
     static func checkedSeconds(_ seconds: Double, call: StaticString) -> Duration {
-        precondition(!seconds.isNaN, "\(call): the interval is NaN")
-        precondition(seconds.isFinite, "\(call): the interval is infinite")
-        precondition(seconds >= 0, "\(call): the interval is negative (\(seconds) s)")
-        precondition(seconds < 9.2e9, "\(call): the interval is too large (\(seconds) s)")
+        loopPrecondition(!seconds.isNaN, "\(call): the interval is NaN")
+        loopPrecondition(seconds.isFinite, "\(call): the interval is infinite")
+        loopPrecondition(seconds >= 0, "\(call): the interval is negative (\(seconds) s)")
+        loopPrecondition(seconds < 9.2e9, "\(call): the interval is too large (\(seconds) s)")
         return .nanoseconds(Int64((seconds * 1e9).rounded()))
     }
 }

@@ -31,7 +31,7 @@ public final class LoopSignalSource: @unchecked Sendable {
         signal: CInt,
         loop: Loop,
         modes: [LoopMode] = [.common],
-        handler: @escaping (Int) -> Void
+        _ handler: @escaping (Int) -> Void
     ) throws(SystemCallError) {
         let pipe = try WakeupPipe()
         try ProcessSignals.install(signal, notifying: pipe)

@@ -33,18 +33,19 @@ public final class LoopSource: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - order: Sorts signalled sources within a pass: lower first.
-    ///   - schedule: Called on the loop's thread each time the source joins a mode.
-    ///   - cancel: Called on the loop's thread each time the source leaves a mode (removed or invalidated).
+    ///   - onSchedule: Called on the loop's thread each time the source joins a mode (CF's `schedule`).
+    ///   - onUnschedule: Called on the loop's thread each time the source leaves a mode, removed or invalidated (CF's
+    ///     `cancel`).
     ///   - perform: Called on the loop's thread once per batch of signals.
     public init(
         order: Int = 0,
-        schedule: ((LoopSource, LoopMode) -> Void)? = nil,
-        cancel: ((LoopSource, LoopMode) -> Void)? = nil,
-        perform: @escaping (LoopSource) -> Void
+        onSchedule: ((LoopSource, LoopMode) -> Void)? = nil,
+        onUnschedule: ((LoopSource, LoopMode) -> Void)? = nil,
+        _ perform: @escaping (LoopSource) -> Void
     ) {
         self.order = order
-        self.scheduleCallback = schedule
-        self.cancelCallback = cancel
+        self.scheduleCallback = onSchedule
+        self.cancelCallback = onUnschedule
         self.performCallback = perform
     }
 

@@ -81,7 +81,7 @@ public final class LoopThread: Sendable {
     ///
     /// - Precondition: Not called on the loop's thread (it would wait for itself).
     public func join() {
-        precondition(!self.loop.isCurrent,
+        loopPrecondition(!self.loop.isCurrent,
                      "LoopThread.join(): called on the loop's own thread, which would wait forever")
         self.isJoined.withLock { joined in
             guard !joined else { return }

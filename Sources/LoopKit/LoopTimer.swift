@@ -118,9 +118,9 @@ public final class LoopTimer: @unchecked Sendable {
         call: StaticString,
         _ callback: @escaping (LoopTimer) -> Void
     ) {
-        precondition(interval >= .zero, "\(call): the interval is negative (\(interval))")
-        precondition(!repeats || interval > .zero, "\(call): a repeating timer needs an interval greater than zero")
-        precondition(tolerance >= .zero, "\(call): the tolerance is negative (\(tolerance))")
+        loopPrecondition(interval >= .zero, "\(call): the interval is negative (\(interval))")
+        loopPrecondition(!repeats || interval > .zero, "\(call): a repeating timer needs an interval greater than zero")
+        loopPrecondition(tolerance >= .zero, "\(call): the tolerance is negative (\(tolerance))")
         self.interval = interval
         self.repeats = repeats
         self.schedule = Mutex(Schedule(fireDate: firstFire, tolerance: tolerance))
@@ -144,7 +144,7 @@ public final class LoopTimer: @unchecked Sendable {
     public var tolerance: Duration {
         get { self.schedule.withLock { $0.tolerance } }
         set {
-            precondition(newValue >= .zero, "LoopTimer.tolerance: the tolerance is negative (\(newValue))")
+            loopPrecondition(newValue >= .zero, "LoopTimer.tolerance: the tolerance is negative (\(newValue))")
             self.schedule.withLock { $0.tolerance = newValue }
             self.link.loop?.rescheduleTimer(self)
         }

@@ -26,7 +26,7 @@ public final class ManualLoopClock: VirtualLoopClock {
     ///
     /// - Precondition: `duration` is not negative.
     public func advance(by duration: Duration) {
-        precondition(duration >= .zero, "ManualLoopClock.advance(by:): the clock cannot go backwards (\(duration))")
+        loopPrecondition(duration >= .zero, "ManualLoopClock.advance(by:): the clock cannot go backwards (\(duration))")
         self.instant.withLock { $0 = $0 + duration }
     }
 

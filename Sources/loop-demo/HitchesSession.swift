@@ -76,7 +76,7 @@ final class HitchesSession {
         let deadline = start + self.configuration.duration
         var pending = self.scheduledHeavyFrames()
         let monitor = HitchMonitor(loop: loop)
-        var previous = HitchReport()
+        var previous = HitchReport.empty
 
         let display = LoopDisplay(maximumRate: self.configuration.rate)
         var link: LoopDisplayLink?
@@ -134,14 +134,7 @@ final class HitchesSession {
     }
 
     private func closeSecond(_ report: HitchReport, previous: HitchReport) -> HitchReport {
-        var second = HitchReport()
-        second.frames = report.frames - previous.frames
-        second.skippedFrames = report.skippedFrames - previous.skippedFrames
-        second.hitches = report.hitches - previous.hitches
-        second.totalHitchTime = report.totalHitchTime - previous.totalHitchTime
-        second.frameSpan = report.frameSpan - previous.frameSpan
-        second.busyPasses = report.busyPasses - previous.busyPasses
-        second.hangs = report.hangs - previous.hangs
+        let second = report.since(previous)
         let index = self.seconds.count
         let closed = Second(index: index, end: min(.seconds(index + 1), self.configuration.duration), report: second)
         self.seconds.append(closed)

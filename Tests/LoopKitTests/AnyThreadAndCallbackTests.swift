@@ -80,9 +80,9 @@ struct AnyThreadAndCallbackTests {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         let fired = Recorder<LoopMode>()
-        let source = LoopSource(schedule: { _, mode in
+        let source = LoopSource(onSchedule: { _, mode in
             loop.add(LoopTimer(interval: .milliseconds(1)) { _ in fired.append(mode) }, forMode: mode)
-        }, perform: { _ in })
+        }, { _ in })
         loop.add(source, forMode: .default)
         loop.run(mode: .default, before: clock.now + .milliseconds(5))
         #expect(fired.elements == [.default])

@@ -61,7 +61,7 @@ struct LifecycleTests {
     @Test func aSourceWhoseLoopWentAwayIsScheduledAndRunsInTheNextLoop() throws {
         var ran = 0
         var scheduled: [LoopMode] = []
-        let source = LoopSource(schedule: { _, mode in scheduled.append(mode) }, perform: { _ in ran += 1 })
+        let source = LoopSource(onSchedule: { _, mode in scheduled.append(mode) }, { _ in ran += 1 })
         do {
             let first = try Loop(clock: ManualLoopClock())
             first.add(source, forMode: .default)
@@ -95,7 +95,7 @@ struct LifecycleTests {
             let loop = Loop.current
             box.loop = loop
             loop.add(LoopTimer(interval: .seconds(1), repeats: true) { _ in loop.stop() }, forMode: .default)
-            loop.add(LoopSource(cancel: { _, mode in cancelled.append(mode) }, perform: { _ in loop.stop() }),
+            loop.add(LoopSource(onUnschedule: { _, mode in cancelled.append(mode) }, { _ in loop.stop() }),
                      forMode: .default)
         }
         #expect(box.loop == nil)
@@ -107,7 +107,7 @@ struct LifecycleTests {
         onAnotherThread {
             _ = ThreadLocal.currentToken  // the token's slot first, as in most processes: glibc clears it first too
             let loop = Loop.current
-            loop.add(LoopSource(cancel: { _, _ in seen.append(loop.isCurrent) }, perform: { _ in }), forMode: .default)
+            loop.add(LoopSource(onUnschedule: { _, _ in seen.append(loop.isCurrent) }, { _ in }), forMode: .default)
         }
         #expect(seen.elements == [true])
     }

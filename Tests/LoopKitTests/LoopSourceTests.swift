@@ -156,9 +156,9 @@ struct LoopSourceTests {
         let loop = try Loop(clock: ManualLoopClock())
         let trace = Recorder<String>()
         let source = LoopSource(
-            schedule: { _, mode in trace.append("schedule \(mode)") },
-            cancel: { _, mode in trace.append("cancel \(mode)") },
-            perform: { _ in trace.append("perform") }
+            onSchedule: { _, mode in trace.append("schedule \(mode)") },
+            onUnschedule: { _, mode in trace.append("cancel \(mode)") },
+            { _ in trace.append("perform") }
         )
         loop.add(source, forMode: .default)
         #expect(trace.elements == ["schedule default"])
@@ -167,7 +167,7 @@ struct LoopSourceTests {
     @Test func addingASourceToAModeItIsAlreadyInDoesNotCallScheduleAgain() throws {
         let loop = try Loop(clock: ManualLoopClock())
         let trace = Recorder<String>()
-        let source = LoopSource(schedule: { _, mode in trace.append("schedule \(mode)") }, perform: { _ in })
+        let source = LoopSource(onSchedule: { _, mode in trace.append("schedule \(mode)") }, { _ in })
         loop.add(source, forMode: .default)
         loop.add(source, forMode: .default)
         #expect(trace.elements == ["schedule default"])
@@ -176,7 +176,7 @@ struct LoopSourceTests {
     @Test func addingASourceToCommonCallsScheduleForEachCommonMode() throws {
         let loop = try Loop(clock: ManualLoopClock())
         let trace = Recorder<String>()
-        let source = LoopSource(schedule: { _, mode in trace.append("schedule \(mode)") }, perform: { _ in })
+        let source = LoopSource(onSchedule: { _, mode in trace.append("schedule \(mode)") }, { _ in })
         loop.add(source, forMode: .common)
         #expect(trace.elements.sorted() == ["schedule default", "schedule tracking"])
     }
@@ -184,7 +184,7 @@ struct LoopSourceTests {
     @Test func removingASourceFromAModeCallsCancelWithThatMode() throws {
         let loop = try Loop(clock: ManualLoopClock())
         let trace = Recorder<String>()
-        let source = LoopSource(cancel: { _, mode in trace.append("cancel \(mode)") }, perform: { _ in })
+        let source = LoopSource(onUnschedule: { _, mode in trace.append("cancel \(mode)") }, { _ in })
         loop.add(source, forMode: .default)
         loop.add(source, forMode: .tracking)
         loop.remove(source, forMode: .tracking)
@@ -196,7 +196,7 @@ struct LoopSourceTests {
     @Test func removingASourceFromAModeItIsNotInDoesNotCallCancel() throws {
         let loop = try Loop(clock: ManualLoopClock())
         let trace = Recorder<String>()
-        let source = LoopSource(cancel: { _, mode in trace.append("cancel \(mode)") }, perform: { _ in })
+        let source = LoopSource(onUnschedule: { _, mode in trace.append("cancel \(mode)") }, { _ in })
         loop.add(source, forMode: .default)
         loop.remove(source, forMode: .tracking)
         #expect(trace.elements.isEmpty)
@@ -205,7 +205,7 @@ struct LoopSourceTests {
     @Test func invalidatingASourceCallsCancelForEveryModeItIsIn() throws {
         let loop = try Loop(clock: ManualLoopClock())
         let trace = Recorder<String>()
-        let source = LoopSource(cancel: { _, mode in trace.append("cancel \(mode)") }, perform: { _ in })
+        let source = LoopSource(onUnschedule: { _, mode in trace.append("cancel \(mode)") }, { _ in })
         loop.add(source, forMode: .default)
         loop.add(source, forMode: "custom")
         source.invalidate()
@@ -218,9 +218,9 @@ struct LoopSourceTests {
     @Test func invalidatingASourceThatWasNeverAddedCallsNoCallback() {
         let trace = Recorder<String>()
         let source = LoopSource(
-            schedule: { _, mode in trace.append("schedule \(mode)") },
-            cancel: { _, mode in trace.append("cancel \(mode)") },
-            perform: { _ in trace.append("perform") }
+            onSchedule: { _, mode in trace.append("schedule \(mode)") },
+            onUnschedule: { _, mode in trace.append("cancel \(mode)") },
+            { _ in trace.append("perform") }
         )
         source.invalidate()
         #expect(!source.isValid)
@@ -404,7 +404,7 @@ struct LoopSourceTests {
     @Test func aSourceInvalidatedInsideItsOwnCallbackNeverRunsAgainAndLeavesItsModeFinished() throws {
         let loop = try Loop(clock: ManualLoopClock())
         let trace = Recorder<String>()
-        let source = LoopSource(cancel: { _, mode in trace.append("cancel \(mode)") }) { source in
+        let source = LoopSource(onUnschedule: { _, mode in trace.append("cancel \(mode)") }) { source in
             trace.append("perform")
             source.invalidate()
             source.signal()
@@ -439,7 +439,7 @@ struct LoopSourceTests {
         let loop = try Loop(clock: ManualLoopClock())
         let trace = Recorder<String>()
         let cancelledOnLoopThread = Recorder<Bool>()
-        let source = LoopSource(cancel: { _, _ in cancelledOnLoopThread.append(loop.isCurrent) }) { _ in
+        let source = LoopSource(onUnschedule: { _, _ in cancelledOnLoopThread.append(loop.isCurrent) }) { _ in
             trace.append("perform")
         }
         loop.add(source, forMode: .default)
@@ -530,8 +530,8 @@ struct LoopSourceThreadTests {
         let loop = try Loop()
         let trace = Recorder<String>()
         let source = LoopSource(
-            cancel: { _, mode in trace.append("cancel \(mode) on loop thread: \(loop.isCurrent)") },
-            perform: { _ in trace.append("perform") }
+            onUnschedule: { _, mode in trace.append("cancel \(mode) on loop thread: \(loop.isCurrent)") },
+            { _ in trace.append("perform") }
         )
         loop.add(source, forMode: .default)
         let invalidator = startThread {

@@ -1,6 +1,6 @@
 import Foundation
 
-// loop-bench: issue 5's benchmark. See `--help`, and Benchmarks/README-section.md for how to read the output.
+// loop-bench: LoopKit beside its peers. See `--help`, and the Benchmarks section of README.md for how to read the output.
 
 let scenarios: [any Scenario] = [
     WakeupScenario(), PingPongScenario(), TimerScenario(), DisplayLinkScenario(), ThroughputScenario(),
@@ -75,7 +75,7 @@ for (index, scenario) in selected.enumerated() {
 }
 
 let verdicts = VerdictJudge(reports: reports).verdicts().filter { options.only.isEmpty || $0.met != nil }
-print("## Verdicts (issue 5 targets)")
+print("## Verdicts (the benchmark's targets)")
 print("")
 for verdict in verdicts {
     print("- " + verdict.line)

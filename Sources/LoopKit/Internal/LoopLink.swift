@@ -23,7 +23,7 @@ final class LoopLink: Sendable {
     func bind(to loop: Loop, kind: String, call: StaticString) -> Bool {
         self.target.withLock { target in
             if let current = target.loop {
-                precondition(current === loop, "\(call): this \(kind) already belongs to another loop")
+                loopPrecondition(current === loop, "\(call): this \(kind) already belongs to another loop")
                 return false
             }
             target.loop = loop

@@ -146,7 +146,7 @@ struct LoopStateMachine {
     /// Announces a wait. Refused (`false`: the loop must only look) while anything is queued for it, a stop or a
     /// shutdown is pending, or a `wakeUp()` asked for one more pass.
     mutating func beginWait() -> Bool {
-        precondition(!self.isWaiting, "LoopKit bug: a wait began inside another")
+        loopPrecondition(!self.isWaiting, "LoopKit bug: a wait began inside another")
         guard self.lifecycle == .open, !self.isStopRequested, !self.isWakeUpRequested,
               self.blocks.isEmpty, self.signalledSources.isEmpty, self.controlMessages.isEmpty else {
             self.isWakeUpRequested = false

@@ -41,7 +41,7 @@ struct TimerQueue {
     /// - Complexity: O(log *n*).
     @discardableResult
     mutating func removeFirst() -> TimerEntry {
-        precondition(!self.entries.isEmpty, "LoopKit bug: removeFirst on an empty timer queue")
+        loopPrecondition(!self.entries.isEmpty, "LoopKit bug: removeFirst on an empty timer queue")
         let first = self.entries[0]
         let last = self.entries.removeLast()
         if !self.entries.isEmpty {

@@ -21,7 +21,7 @@ final class LoopLock<Value>: @unchecked Sendable {
         self.mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         self.mutex.initialize(to: pthread_mutex_t())
         let result = pthread_mutex_init(self.mutex, nil)
-        precondition(result == 0, "LoopKit: pthread_mutex_init failed (\(result))")
+        loopPrecondition(result == 0, "LoopKit: pthread_mutex_init failed (\(result))")
     }
 
     deinit {

@@ -34,7 +34,7 @@ enum ThreadLocal {
     private static func makeKey(destructor: Destructor?) -> pthread_key_t {
         var key = pthread_key_t()
         let result = pthread_key_create(&key, destructor)
-        precondition(result == 0, "LoopKit: pthread_key_create failed with \(result)")
+        loopPrecondition(result == 0, "LoopKit: pthread_key_create failed with \(result)")
         return key
     }
 
@@ -62,7 +62,7 @@ enum ThreadLocal {
 
     /// Stores `object` for the calling thread, retained until the thread exits.
     static func setThreadObject(_ object: AnyObject) {
-        precondition(self.threadObject == nil, "LoopKit bug: the thread's loop is set twice")
+        loopPrecondition(self.threadObject == nil, "LoopKit bug: the thread's loop is set twice")
         pthread_setspecific(self.objectKey, Unmanaged.passRetained(object).toOpaque())
     }
 

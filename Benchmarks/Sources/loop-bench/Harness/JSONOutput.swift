@@ -1,6 +1,6 @@
 import Foundation
 
-/// The `--json` file: every figure of the run, in the schema of issue 5
+/// The `--json` file: every figure of the run, in the benchmark's schema
 /// (`{"machine":{...},"scenarios":[{"name":...,"unit":"us","results":[{"impl":...,"samples":N,"p50":...}]}]}`),
 /// plus each result's named figures, the notes, and the verdicts.
 enum JSONOutput {

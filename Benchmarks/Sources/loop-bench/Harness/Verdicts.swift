@@ -1,4 +1,4 @@
-/// One target of issue 5, judged from the reports of this run.
+/// One target of the benchmark, judged from the reports of this run.
 struct Verdict: Sendable {
     let target: String
     /// `nil` when the figures it needs were not measured in this run (`--only`, or unavailable here).
@@ -16,7 +16,7 @@ struct Verdict: Sendable {
     }
 }
 
-/// Judges the targets of issue 5 against a run's reports.
+/// Judges the benchmark's targets against a run's reports.
 struct VerdictJudge {
     let reports: [ScenarioReport]
 
