@@ -4,7 +4,7 @@ import Foundation
 
 let scenarios: [any Scenario] = [
     WakeupScenario(), PingPongScenario(), TimerScenario(), DisplayLinkScenario(), ThroughputScenario(),
-    IdleScenario(), ScaleScenario(), CountersScenario(),
+    ProducersScenario(), IdleScenario(), ScaleScenario(), CountersScenario(),
 ]
 
 let options: Options

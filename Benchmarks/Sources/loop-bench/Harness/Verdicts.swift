@@ -101,6 +101,11 @@ struct VerdictJudge {
                                     ThroughputScenario.foundation)?.p50).map { $0 * 2 }, "2 × Foundation", 1, rate,
                                     "LoopKit", unit: blocks))
 
+        let one = distribution("producers", ProducersScenario.loopKit(1))?.p50
+        let eight = distribution("producers", ProducersScenario.loopKit(8))?.p50
+        verdicts.append(Self.atMost("producers: 8 producers keep ≥ 50% of 1 producer's rate", one.map { $0 / 2 },
+                                    "½ × 1 producer", 1, eight, "8 producers", unit: blocks))
+
         verdicts.append(Self.atMost("idle: 0 wake-ups in 5 s", figure("idle", IdleScenario.loopKit, "wake-ups"),
                                     "LoopKit wake-ups", 1, 0, "allowed", unit: Format.number))
         verdicts.append(Self.atMost("idle: CPU < 1 ms in 5 s", figure("idle", IdleScenario.loopKit, "CPU ms"),
@@ -129,6 +134,9 @@ struct VerdictJudge {
         verdicts.append(Self.atMost("counters: ≤ 1 write + 1 read + 1 wait per single wake-up",
                                     figure(syscalls, WakeupScenario.loopKitPerform, "total"),
                                     "LoopKit perform calls", 1, 3, "allowed", unit: Format.number))
+        verdicts.append(Self.atMost("counters: 0 passes with nothing to do (burst to a sleeping loop)",
+                                    figure(burst, "LoopKit perform", "emptyWakeUps"), "empty passes", 1, 0, "allowed",
+                                    unit: Format.number))
         verdicts.append(Self.atMost("counters: 0 heap allocations per idle pass",
                                     figure("counters/allocations", "LoopKit LoopThread", "per idle pass"),
                                     "allocations", 1, 0, "allowed", unit: Format.number))

@@ -105,7 +105,8 @@ struct CountersScenario: Scenario {
                 let counters = loopThread.loop.counters.since(countersBefore)
                 figures += [Figure(name: "wakeUpWrites", value: Double(counters.wakeUpWrites)),
                             Figure(name: "wakeUpDrains", value: Double(counters.wakeUpDrains)),
-                            Figure(name: "waits", value: Double(counters.waits))]
+                            Figure(name: "waits", value: Double(counters.waits)),
+                            Figure(name: "emptyWakeUps", value: Double(counters.emptyWakeUps))]
             }
             report.results.append(ImplementationResult(implementation: name, distribution: nil, figures: figures))
         }
@@ -115,7 +116,8 @@ struct CountersScenario: Scenario {
             "One producer posts \(blocks) blocks back to back to a loop that was asleep; the loop drains them as they "
                 + "come. 'producer writes' and 'consumer reads' are write(2) and read(2) calls counted by the kernel "
                 + "(syscalls:sys_enter_write/read tracepoints); wakeUpWrites, wakeUpDrains and waits are "
-                + "LoopKit's Loop.counters. Coalescing holds when writes ≤ drains and reads = drains.",
+                + "LoopKit's Loop.counters. Coalescing holds when writes ≤ drains and reads = drains. emptyWakeUps: passes "
+                + "that woke and found nothing to do (a stale wake-up); 0 is the target.",
         ]
         return report
     }
