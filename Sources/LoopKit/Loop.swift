@@ -83,7 +83,7 @@ public final class Loop: @unchecked Sendable {
     /// The waiter for a loop on `clock`: `backend`'s, advancing the clock instead of sleeping if it is virtual.
     static func makeWaiter(clock: any LoopClock, backend: LoopBackend) throws(SystemCallError) -> any LoopWaiter {
         let waiter = try PollWaiter(backend: backend, clock: clock)
-        if let virtualClock = clock as? any VirtualLoopClock {
+        if let virtualClock = clock.virtualClock {
             return VirtualTimeWaiter(wrapping: waiter, clock: virtualClock)
         }
         return waiter

@@ -9,10 +9,16 @@ public protocol LoopClock: Sendable {
     /// Whether `now` reads the system's monotonic clock (`CLOCK_MONOTONIC`), so that a loop may sleep until one of
     /// its instants on a kernel timer. `false` by default: the loop then sleeps for the time left, read from `now`.
     var readsSystemMonotonicClock: Bool { get }
+
+    /// This clock, if it is virtual: a loop then advances it instead of sleeping. `nil` by default;
+    /// `VirtualLoopClock` supplies it, so a clock declares itself virtual by conforming to that protocol.
+    var virtualClock: (any VirtualLoopClock)? { get }
 }
 
 extension LoopClock {
     public var readsSystemMonotonicClock: Bool { false }
+
+    public var virtualClock: (any VirtualLoopClock)? { nil }
 }
 
 /// A clock whose time moves only when told to: a loop on one never sleeps in real time to wait for an instant.
@@ -23,6 +29,10 @@ extension LoopClock {
 public protocol VirtualLoopClock: LoopClock {
     /// Moves the clock forward to `instant`; an instant in the past leaves it unchanged. Any thread.
     func advance(to instant: LoopInstant)
+}
+
+extension VirtualLoopClock {
+    public var virtualClock: (any VirtualLoopClock)? { self }
 }
 
 /// The system's monotonic clock (`CLOCK_MONOTONIC`), in nanoseconds. Readable from any thread.

@@ -53,3 +53,38 @@ struct LoopSleepTests {
         #expect(fired.elements == [start + .milliseconds(13), start + .milliseconds(13)])
     }
 }
+
+/// The pass seen through a scripted waiter: what the loop does with what a wait reports.
+@Suite("Waiting, scripted")
+struct ScriptedWaitTests {
+    private func makeLoop() -> (Loop, ScriptedWaiter, Recorder<String>) {
+        let clock = SteppingClock()
+        let waiter = ScriptedWaiter(clock: clock)
+        let loop = Loop(clock: clock, waiter: waiter)
+        let trace = Recorder<String>()
+        loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
+            trace.append("\(activity)")
+        }, forMode: .default)
+        return (loop, waiter, trace)
+    }
+
+    @Test func aStaleWakeUpIsAbsorbedWithoutAPassAndTheLoopWaitsAgain() {
+        let (loop, waiter, trace) = self.makeLoop()
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in trace.append("timer") }, forMode: .default)
+        // The first wait ends at once on a wake-up for work that is no longer there; the second reaches the timer.
+        waiter.script = [ScriptedWaiter.Step(elapsed: .milliseconds(1), consumedWakeUp: true)]
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(1)) == .finished)
+        #expect(trace.elements == ["beforeWaiting", "afterWaiting", "timer"])
+        #expect(waiter.deadlines.count == 2)
+        #expect(loop.counters.emptyWakeUps == 0)
+    }
+
+    @Test func aStopQueuedBeforeTheWaitTurnsItIntoALookAndWritesNoWakeUp() {
+        let (loop, waiter, trace) = self.makeLoop()
+        loop.add(LoopTimer(interval: .seconds(10)) { _ in trace.append("timer") }, forMode: .default)
+        loop.perform { loop.stop() }  // runs in the first pass, before its wait: the wait is refused, only a look
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(1)) == .stopped)
+        #expect(waiter.deadlines == [nil])
+        #expect(waiter.wakeUpCount == 0)
+    }
+}

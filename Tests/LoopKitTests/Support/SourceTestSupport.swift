@@ -140,7 +140,7 @@ enum DescriptorWaitPath: String, CaseIterable, Sendable, CustomTestStringConvert
         guard self == .epoll else { return try Loop(clock: clock) }
         let base = try PollWaiter(backend: .linux, clock: clock)
         base.largeModeThreshold = 1
-        let waiter: any LoopWaiter = (clock as? any VirtualLoopClock).map {
+        let waiter: any LoopWaiter = clock.virtualClock.map {
             VirtualTimeWaiter(wrapping: base, clock: $0)
         } ?? base
         return Loop(clock: clock, waiter: waiter)

@@ -1,0 +1,51 @@
+import Synchronization
+@testable import LoopKit
+
+/// A waiter that plays a script instead of sleeping: each wait takes the next step, which moves a `SteppingClock`
+/// and says what the wait found. It records each wait's deadline (`nil` for a look). Loop thread only, except
+/// `wakeUp()`, which only counts.
+final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
+    /// One scripted wait.
+    struct Step {
+        /// How far the clock moves during the wait (`nil`: to the wait's deadline).
+        var elapsed: Duration?
+        /// Whether the wait found a wake-up in the channel.
+        var consumedWakeUp = false
+    }
+
+    let clock: SteppingClock
+    let counts = WaitCounts()
+    var script: [Step] = []
+    private(set) var deadlines: [LoopInstant?] = []
+    private let wakeUps = Atomic<Int>(0)
+
+    init(clock: SteppingClock) {
+        self.clock = clock
+    }
+
+    var wakeUpCount: Int { self.wakeUps.load(ordering: .relaxed) }
+
+    func wait(
+        for items: ModeItems,
+        until deadline: LoopInstant?,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) -> WaitOutcome {
+        self.deadlines.append(deadline)
+        guard let deadline else { return WaitOutcome() }  // a look finds nothing unless scripted otherwise
+        let step = self.script.isEmpty ? Step() : self.script.removeFirst()
+        let now = self.clock.now
+        let elapsed = step.elapsed ?? (deadline == .distantFuture ? .zero : deadline - now)
+        self.clock.advance(by: Int64(elapsed.components.seconds) * 1_000_000_000
+                           + Int64(elapsed.components.attoseconds / 1_000_000_000))
+        return WaitOutcome(consumedWakeUp: step.consumedWakeUp)
+    }
+
+    func wakeUp() {
+        self.wakeUps.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    func noteNewEvents(of source: LoopDescriptorSource) {}
+    func descriptorSource(_ source: LoopDescriptorSource, didJoin items: ModeItems) {}
+    func descriptorSource(_ source: LoopDescriptorSource, didLeave items: ModeItems) {}
+    func forgetModes() {}
+}
