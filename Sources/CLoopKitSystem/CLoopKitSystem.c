@@ -156,6 +156,15 @@ void cloopkit_set_thread_name(const char *name) {
 #endif
 }
 
+int cloopkit_thread_name(char *buffer, unsigned long size) {
+#if defined(__linux__) || defined(__APPLE__)
+    return pthread_getname_np(pthread_self(), buffer, size);
+#else
+    (void)buffer; (void)size;
+    return ENOSYS;
+#endif
+}
+
 int cloopkit_set_timer_slack(unsigned long nanoseconds) {
 #if defined(__linux__)
     return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);

@@ -29,8 +29,8 @@ extension Loop {
         case .queued(let action):
             self.wake(if: action)
         case .refused:
-            fatalError("\(call): the loop's thread has ended (its LoopThread finished or the thread exited); "
-                + "the block would never run")
+            fatalError("\(call): the loop has ended (its LoopThread finished, its thread exited, or it was "
+                + "invalidated); the block would never run")
         }
     }
 

@@ -132,6 +132,23 @@ public final class Loop: @unchecked Sendable {
         }
     }
 
+    /// Ends the loop for good: removes every item from every mode (calling the sources' `onUnschedule` callbacks),
+    /// drops the queued blocks and item changes, and refuses new blocks. Loop thread only, outside every run.
+    ///
+    /// Items whose callbacks capture the loop form cycles with it (the loop holds its items); invalidating the items,
+    /// or the loop, breaks them, so a loop of your own is freed with its descriptors once you let go of it. A loop
+    /// that belongs to a thread (`Loop.current`, a `LoopThread`'s) ends this way by itself when its thread ends.
+    ///
+    /// - Precondition: Called on the loop's thread, while none of its runs is active; not `Loop.main`.
+    @available(*, noasync)
+    public func invalidate() {
+        self.preconditionIsCurrent("Loop.invalidate()")
+        loopPrecondition(self.owner != .mainThread, "Loop.invalidate(): the main loop lives as long as the process")
+        loopPrecondition(self.runningModes.isEmpty,
+                         "Loop.invalidate(): called from inside one of the loop's runs; stop the run first")
+        self.threadDidExit()
+    }
+
     /// The thread that owns this loop has exited: remove every item from every mode (calling the sources' cancel
     /// callbacks, as CF does when a thread's run loop is finalized), drop the work that can never run, and refuse
     /// new work. Breaks the cycles through callbacks that capture the loop, so the loop is freed. Called on the

@@ -7,6 +7,7 @@ import Testing
 struct AnyThreadAndCallbackTests {
     @Test func anObserverAddedFromAnotherThreadSeesTheSleepingLoopWake() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         let seen = Recorder<LoopActivity>()
         let helper = startThread {
@@ -23,6 +24,7 @@ struct AnyThreadAndCallbackTests {
 
     @Test func removingSourcesFromAnotherThreadLetsTheSleepingRunFinish() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let descriptorSource = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }
         let source = LoopSource { _ in }
@@ -44,6 +46,7 @@ struct AnyThreadAndCallbackTests {
     @Test func aDescriptorHandlerMayStopTheLoopAndChangeOtherItems() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let victim = LoopTimer(interval: .milliseconds(1)) { _ in Issue.record("an invalidated timer fired") }
         let added = Recorder<String>()
@@ -65,6 +68,7 @@ struct AnyThreadAndCallbackTests {
     @Test func aBlockMayInvalidateATimerAndStopTheLoop() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let timer = LoopTimer(interval: .milliseconds(1), repeats: true) { _ in Issue.record("fired after invalidate") }
         loop.add(timer, forMode: .default)
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
@@ -79,6 +83,7 @@ struct AnyThreadAndCallbackTests {
     @Test func aScheduleCallbackMayAddItemsToTheLoop() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let fired = Recorder<LoopMode>()
         let source = LoopSource(onSchedule: { _, mode in
             loop.add(LoopTimer(interval: .milliseconds(1)) { _ in fired.append(mode) }, forMode: mode)
@@ -91,6 +96,7 @@ struct AnyThreadAndCallbackTests {
     @Test func aModeAddedToTheCommonSetRunsEveryCommonItem() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let seen = Recorder<String>()
         loop.add(LoopTimer(interval: .milliseconds(10)) { _ in seen.append("timer") }, forMode: .common)

@@ -65,6 +65,7 @@ struct CoreStateTests {
 
     @Test func workQueuedBeforeRunIsHandledInTheFirstPassAndDoesNotEndTheFirstSleep() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
             trace.append("\(activity)")
@@ -83,6 +84,7 @@ struct CoreStateTests {
 
     @Test func aStopFromACallbackLeavesNoWakeUpForTheNextRun() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
             trace.append("\(activity)")
@@ -103,6 +105,7 @@ struct CoreStateTests {
 
     @Test func aPerformToASleepingLoopWakesItOnceAndThePassRunsTheBlock() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         let ran = Recorder<Int>()
         let producer = startThread {
@@ -123,6 +126,7 @@ struct CoreStateTests {
 
     @Test func wakeUpWhileNoRunIsActiveDoesNothingAndWhileAwakeMakesTheNextWaitALook() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.wakeUp()
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
@@ -139,6 +143,7 @@ struct CoreStateTests {
 
     @Test func aBlockQueuedBeforeANestedRunRunsBeforeOneQueuedByTheBlockThatNests() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let order = Recorder<String>()
         loop.perform {
             order.append("A")
@@ -152,6 +157,7 @@ struct CoreStateTests {
 
     @Test func aNestedRunInAnotherModeKeepsTheOrderOfCommonBlocks() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let order = Recorder<String>()
         loop.perform(inModes: [.common]) {
             order.append("A")
@@ -167,6 +173,7 @@ struct CoreStateTests {
     func blocksFromEachProducerRunInFIFOOrderUnderRandomNesting(seed: UInt64) throws {
         var generator = SplitMix(seed: seed)
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let ran = Recorder<Int>()
         let plan = PlanBox(plan: (0..<200).map { _ in (nest: generator.next() % 4 == 0,
                                                           mode: generator.next() % 2 == 0 ? LoopMode.default : .tracking,
@@ -219,6 +226,7 @@ struct CoreStateTests {
 
     @Test func aRunThatReturnsAfterASourceRunsOnlyTheFirstSignalledSource() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let ran = Recorder<String>()
         let first = LoopSource(order: 0) { _ in ran.append("first") }
         let second = LoopSource(order: 1) { _ in ran.append("second") }
@@ -235,6 +243,7 @@ struct CoreStateTests {
 
     @Test func aRunNestedInASourceRunsTheOtherSignalledSourcesOfThePass() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let ran = Recorder<String>()
         let second = LoopSource(order: 1) { _ in ran.append("second") }
         let first = LoopSource(order: 0) { _ in

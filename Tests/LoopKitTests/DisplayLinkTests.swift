@@ -35,6 +35,7 @@ struct DisplayLinkTests {
     @Test func theFrameBudgetIsOneFrameAtTheLinksRate() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let frames = Recorder<DisplayFrame>()
         let fast = LoopDisplayLink(display: .default) { link, frame in
             frames.append(frame)
@@ -56,6 +57,7 @@ struct DisplayLinkTests {
     @Test func callbacksLandOnTheGridWithTargetsOnTheNextGridPoint() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let display = LoopDisplay(maximumRate: 120)
         let seen = Recorder<(DisplayFrame, LoopInstant)>()
         let link = LoopDisplayLink(display: display) { link, frame in
@@ -78,6 +80,7 @@ struct DisplayLinkTests {
     @Test func theFirstCallbackIsAtTheFirstGridPointAfterTheLinkIsAdded() throws {
         let clock = ManualLoopClock(start: LoopInstant(nanoseconds: 1_000_000_000 + 3_000_000))
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let seen = Recorder<DisplayFrame>()
         loop.add(LoopDisplayLink(display: .default) { link, frame in
             seen.append(frame)
@@ -92,6 +95,7 @@ struct DisplayLinkTests {
     @Test func anOverrunSkipsAndCountsTheMissedFramesAndTheNextCallbackIsOnTheGrid() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let display = LoopDisplay.default
         let seen = Recorder<DisplayFrame>()
         let link = LoopDisplayLink(display: display) { link, frame in
@@ -115,6 +119,7 @@ struct DisplayLinkTests {
     @Test func aPausedLinkResumesOnTheGridWithoutCountingPausedFramesAsSkipped() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let display = LoopDisplay.default
         let seen = Recorder<DisplayFrame>()
         let link = LoopDisplayLink(display: display) { link, frame in
@@ -142,6 +147,7 @@ struct DisplayLinkTests {
     @Test func linksOfOneDisplayShareTheirInstants() throws {
         let clock = ManualLoopClock(start: LoopInstant(nanoseconds: 1_234_567_891))
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let fast = Recorder<LoopInstant>()
         let slow = Recorder<LoopInstant>()
         let other = Recorder<LoopInstant>()
@@ -161,6 +167,7 @@ struct DisplayLinkTests {
     @Test func aDefaultModeLinkIsSilentDuringTrackingAndACommonModeLinkTicks() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let defaultFrames = Recorder<Int64>()
         let commonFrames = Recorder<Int64>()
         loop.add(LoopDisplayLink(display: .sixtyHertz) { _, frame in defaultFrames.append(frame.index) },
@@ -181,6 +188,7 @@ struct DisplayLinkTests {
     @Test func theThousandthCallbackIsStillExactlyOnTheGrid() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let display = LoopDisplay.default
         var first: Int64?
         var last: DisplayFrame?
@@ -204,6 +212,7 @@ struct DisplayLinkTests {
     @Test func aLinkMayInvalidateItselfFromItsCallback() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let count = Recorder<Int>()
         let link = LoopDisplayLink { link, _ in
             count.append(1)
@@ -222,6 +231,7 @@ struct HitchMonitorTests {
     @Test func scriptedSlowFramesGiveExactHitchTimeAndRatio() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let monitor = HitchMonitor(loop: loop)
         var count = 0
         var slow: [DisplayFrame] = []
@@ -266,6 +276,7 @@ struct HitchMonitorTests {
     @Test func lightFramesAreNotHitches() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let monitor = HitchMonitor(loop: loop)
         var count = 0
         let link = LoopDisplayLink(display: .sixtyHertz) { link, _ in
@@ -288,6 +299,7 @@ struct HitchMonitorTests {
     @Test func aBusyPassOverTheThresholdIsReportedAsAHang() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let monitor = HitchMonitor(loop: loop, hangThreshold: .milliseconds(250))
         let hangs = Recorder<HangEvent>()
         monitor.onHang { hangs.append($0) }
@@ -306,6 +318,7 @@ struct HitchMonitorTests {
 struct DisplayLinkRealClockTests {
     @Test func a120HzLinkTicksOnIncreasingGridPointsAndNeverEarly() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let display = LoopDisplay.default
         let seen = Recorder<(DisplayFrame, LoopInstant)>()
         loop.add(LoopDisplayLink(display: display) { link, frame in
@@ -329,6 +342,7 @@ struct DisplayLinkRealClockTests {
 
     @Test func aSlowFrameOnTheRealClockIsSkippedFramesAndAHitchAndTheNextCallbackIsOnTheGrid() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let display = LoopDisplay.default
         let monitor = HitchMonitor(loop: loop)
         let seen = Recorder<(DisplayFrame, LoopInstant)>()

@@ -85,6 +85,7 @@ struct EmbeddingTests {
 
     @Test func eachProcessSignalIsDeliveredToTheLoopAsASourceAndCounted() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let counts = Recorder<Int>()
         let source = try LoopSignalSource(signal: SIGUSR1, loop: loop) { count in
             counts.append(count)
@@ -103,6 +104,7 @@ struct EmbeddingTests {
 
     @Test func aSignalWakesASleepingLoop() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let counts = Recorder<Int>()
         let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { count in
             counts.append(count)
@@ -121,6 +123,7 @@ struct EmbeddingTests {
 
     @Test func aSecondSourceForTheSameSignalOrAnUncatchableSignalIsAThrownError() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let first = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
         defer { first.invalidate() }
         #expect(throws: SystemCallError(call: "sigaction", code: EBUSY)) {

@@ -38,6 +38,7 @@ struct LargeModeDescriptorTests {
 
     @Test func aLargeModeSleepsOnEpollAndCallsOnlyTheSourceThatBecameReady() throws {
         let loop = try Loop.onLinuxBackend()
+        defer { loop.invalidate() }
         let pairs = try (0..<100).map { _ in try TestSocketPair() }
         let calls = Recorder<Int>()
         for (index, pair) in pairs.enumerated() {
@@ -67,6 +68,7 @@ struct LargeModeDescriptorTests {
 
     @Test func aDescriptorClosedWithoutCancellingIsReportedInvalidInALargeMode() throws {
         let loop = try Loop.onLinuxBackend()
+        defer { loop.invalidate() }
         let idle = try (0..<40).map { _ in try TestPipe() }
         for pipe in idle {
             loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
@@ -89,6 +91,7 @@ struct LargeModeDescriptorTests {
 
     @Test func aClosedDescriptorWhoseFileLivesOnInADuplicateDoesNotMakeTheLoopSpin() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
         let keepAlive = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
         let pipe = try TestPipe()
@@ -106,6 +109,7 @@ struct LargeModeDescriptorTests {
 
     @Test func aNumberReusedForAnotherFileIsWatchedForTheNewFile() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
         let first = try TestPipe()
         let number = try highDuplicate(of: first.readEnd, atLeast: 3400)
         let old = LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in }
@@ -124,6 +128,7 @@ struct LargeModeDescriptorTests {
 
     @Test func eventsChangedOnTheLoopThreadReachTheEpollSetBeforeTheNextSleep() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, events in
@@ -145,6 +150,7 @@ struct LargeModeDescriptorTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aRegularFileIsReportedReadableOnEveryPass(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
+        defer { loop.invalidate() }
         var template = Array("/tmp/loopkit-test-XXXXXX".utf8CString)
         let file = mkstemp(&template)
         try #require(file >= 0)
@@ -161,6 +167,7 @@ struct LargeModeDescriptorTests {
 
     @Test func aModeGoesBackToPpollBelowHalfTheThresholdAndKeepsReporting() throws {
         let loop = try Loop.onLinuxBackend(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipes = try (0..<PollWaiter.defaultLargeModeThreshold).map { _ in try TestPipe() }
         let calls = Recorder<Int>()
         let sources = pipes.enumerated().map { index, pipe in
@@ -180,6 +187,7 @@ struct LargeModeDescriptorTests {
 
     @Test func aSourceInTwoLargeModesIsWatchedInEach() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<LoopMode>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -197,6 +205,7 @@ struct LargeModeDescriptorTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aReusedNumberIsNotReportedForTheOldFileOfADuplicate(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
+        defer { loop.invalidate() }
         let first = try TestPipe()
         let number = try highDuplicate(of: first.readEnd, atLeast: 3600)  // first.readEnd keeps the old file open
         let reports = self.addReporter(to: loop, descriptor: number, events: .readable)
@@ -221,6 +230,7 @@ struct LargeModeDescriptorTests {
             chain.append(outer)
         }
         let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
         loop.add(LoopDescriptorSource(descriptor: chain.last!.descriptor, events: .readable) { _, _ in },
@@ -237,6 +247,7 @@ struct LargeModeDescriptorTests {
 
     @Test func aHangUpWhileTheLoopSleepsOnEpollIsReported() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
         #expect(self.runUntilHandled(loop) {
@@ -248,6 +259,7 @@ struct LargeModeDescriptorTests {
 
     @Test func anErrorWhileTheLoopSleepsOnEpollIsReportedEvenWhenNothingIsWatched() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = self.addReporter(to: loop, descriptor: pipe.writeEnd, events: [])
         #expect(self.runUntilHandled(loop) {
@@ -258,6 +270,7 @@ struct LargeModeDescriptorTests {
 
     @Test func cancellingOnAnotherThreadThenClosingAndReusingTheNumberNeedsNoRebuild() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
         let keepAlive = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
         let first = try TestPipe()
@@ -302,6 +315,7 @@ struct LargeModeDescriptorTests {
 
     @Test func eventsChangedWhileAnotherModeRunsReachEveryLargeModeOfTheSource() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<LoopMode>()
         let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, _ in

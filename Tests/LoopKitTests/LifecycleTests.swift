@@ -11,6 +11,7 @@ struct LifecycleTests {
     @Test func aCommonModeTimerDoesNotPileUpEntriesInTheCommonModesThatAreNotRunning() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         var fires = 0
         loop.add(LoopTimer(interval: .milliseconds(1), repeats: true) { _ in fires += 1 }, forMode: .common)
         loop.run(mode: .default, before: clock.now + .seconds(10))
@@ -21,6 +22,7 @@ struct LifecycleTests {
     @Test func aCommonModeDisplayLinkDoesNotPileUpEntriesInTracking() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let link = LoopDisplayLink(display: .default) { _, _ in }
         loop.add(link, forMode: .common)
         loop.run(mode: .default, before: clock.now + .seconds(60))
@@ -31,6 +33,7 @@ struct LifecycleTests {
     @Test func reArmingATimerAgainAndAgainKeepsItsQueueBounded() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let idle = LoopTimer(interval: .seconds(3600)) { _ in }
         loop.add(idle, forMode: .default)
         for _ in 0..<20_000 {
@@ -131,7 +134,7 @@ struct LifecycleTests {
             onAnotherThread { box.loop = Loop.current }
             box.loop?.perform {}
         }
-        #expect(result?.standardErrorText.contains("the loop's thread has ended") == true)
+        #expect(result?.standardErrorText.contains("the loop has ended") == true)
     }
 
     @Test func aDisplayLinkThatIsNotScheduledIsFreed() throws {
@@ -145,6 +148,7 @@ struct LifecycleTests {
         weak var freedLoop: Loop?
         do {
             let loop = try Loop(clock: ManualLoopClock())
+            defer { loop.invalidate() }
             let link = LoopDisplayLink { _, _ in }
             loop.add(link, forMode: .default)
             inAFreedLoop = link
@@ -157,6 +161,7 @@ struct LifecycleTests {
     @Test func aScheduledDisplayLinkKeepsTickingWithoutAReferenceFromTheCaller() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let frames = Recorder<Int64>()
         loop.add(LoopDisplayLink { link, frame in
             frames.append(frame.index)
@@ -179,6 +184,7 @@ struct LifecycleTests {
 
     @Test func aRunNestedInADescriptorHandlerLeavesNoStaleReportForTheOuterPass() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let first = try TestPipe()
         let second = try TestPipe()
         var nested = false
@@ -207,7 +213,7 @@ struct LifecycleTests {
             thread.perform(again)
             thread.shutdownAndJoin()
         }
-        #expect(result?.standardErrorText.contains("the loop's thread has ended") == true)
+        #expect(result?.standardErrorText.contains("the loop has ended") == true)
     }
 
     @Test func blocksOfEveryModeStillQueuedAtShutdownRun() throws {
@@ -226,6 +232,7 @@ struct LifecycleTests {
         sigaction(SIGUSR2, &ignore, &saved)
         defer { sigaction(SIGUSR2, &saved, nil) }
         let loop = try Loop()
+        defer { loop.invalidate() }
         let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
         source.invalidate()
         var now = sigaction()
@@ -280,6 +287,7 @@ struct PassDetailTests {
     @Test func aBlockQueuedByTheFirstDrainRunsAtTheSecondBeforeTheLoopSleeps() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.beforeTimers, .beforeSources, .beforeWaiting]) { _, activity in
             trace.append("\(activity)")
@@ -296,6 +304,7 @@ struct PassDetailTests {
     @Test func afterWakingTimersFireThenDescriptorSourcesThenBlocks() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let trace = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -314,6 +323,7 @@ struct PassDetailTests {
     @Test func aTimerOfAnotherModeDoesNotWakeTheLoop() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let wakes = Recorder<LoopInstant>()
         loop.add(LoopObserver(activities: .afterWaiting) { _, _ in wakes.append(clock.now) }, forMode: .default)
         loop.add(LoopTimer(interval: .milliseconds(5)) { _ in }, forMode: .tracking)
@@ -325,6 +335,7 @@ struct PassDetailTests {
 
     @Test func handledSourceWinsOverFinished() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let source = LoopSource { source in source.invalidate() }  // the mode becomes empty in the same pass
         loop.add(source, forMode: .default)
         source.signal()
@@ -335,6 +346,7 @@ struct PassDetailTests {
     @Test func aDisplayLinkRemovedFromItsModeStopsTicking() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let frames = Recorder<Int64>()
         let link = LoopDisplayLink(display: .sixtyHertz) { _, frame in frames.append(frame.index) }
         loop.add(link, forMode: .default)

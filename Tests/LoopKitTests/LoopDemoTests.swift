@@ -9,6 +9,7 @@ struct LoopDemoTests {
     /// Runs the standard 3 s scripted session on a manual clock, the touches played by timers on the loop.
     private func runScriptedSession(fps: Int = 60, trace path: String? = nil) throws -> TrackingSummary {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = try path.map { try DemoTrace(path: $0, loop: loop) }
         let duration = TrackingDemo.defaultDuration
         let input = ScriptedTouchInput(script: .standard(duration: duration), playback: .loopTimers)
@@ -58,6 +59,7 @@ struct LoopDemoTests {
     @Test func quittingDuringADragEndsTheNestedAndTheOuterRun() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let input = ScriptedTouchInput(script: .standard(duration: .seconds(3)), playback: .loopTimers)
         let session = TrackingSession(loop: loop, configuration: .init(), input: input)
         let start = clock.now
@@ -74,6 +76,7 @@ struct LoopDemoTests {
     @Test func theKeyboardStartsAndEndsADragAndQQuits() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let keys = try DemoPipe()
         let session = TrackingSession(loop: loop, configuration: .init(duration: nil),
                                       input: KeyboardTouchInput(descriptor: keys.readEnd))
@@ -100,6 +103,7 @@ struct LoopDemoTests {
     @Test func theTimelineMarksTheDragAndShowsNoDefaultTimerFireInIt() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let input = ScriptedTouchInput(script: .standard(duration: .seconds(3)), playback: .loopTimers)
         let session = TrackingSession(loop: loop, configuration: .init(), input: input)
         var timeline: Timeline?
@@ -179,6 +183,7 @@ struct LoopDemoTests {
     @Test func theHitchesSessionRatesItsThreeSecondsGoodWarningCritical() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let session = HitchesSession(loop: loop, workUntil: { clock.advance(to: $0) })
         let total = session.run()
         #expect(total.hitches == 4)
@@ -193,6 +198,7 @@ struct LoopDemoTests {
     @Test(.timeLimit(.minutes(1)))
     func thePhasesTourShowsEachKindOfWorkInItsPlaceInThePass() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let events = try PhasesTour(loop: loop).run()
         let handled = events.compactMap { event -> String? in
             if case .handled(let item, _) = event.kind { return item }

@@ -10,6 +10,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aPipeWithDataIsReportedReadable(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -23,6 +24,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func anEmptyPipeIsNotReportedReadable(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -35,6 +37,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func theWriteEndOfAnEmptyPipeIsReportedWritable(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.writeEnd, events: .writable) { _, events in
@@ -47,6 +50,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func theHandlerIsCalledWithTheEventsThatHoldAmongThoseWatched(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: sockets.first, events: [.readable, .writable]) { _, events in
@@ -63,6 +67,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func theHandlerIsCalledAgainOnEveryPassWhileDataRemains(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -78,6 +83,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func theHandlerIsNoLongerCalledOnceTheDataIsDrained(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let readByHandler = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -93,6 +99,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func theLoopNeverReadsTheDescriptorSoTheHandlerFindsAllTheData(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let readByHandler = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -107,6 +114,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func dataTheHandlerLeavesIsStillThereAfterThePass(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -124,6 +132,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func allReadySourcesAreCalledInOnePassLowerOrderFirst(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let passes = Recorder<Int>()
         loop.add(LoopObserver(activities: .beforeTimers) { _, _ in passes.append(1) }, forMode: .default)
         let trace = Recorder<Int>()
@@ -148,6 +157,7 @@ struct LoopDescriptorSourceTests {
         _ path: DescriptorWaitPath
     ) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<Int>()
         var pipes: [TestPipe] = []
         for order in [2, 0, 3, 1] {
@@ -169,6 +179,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func readySourcesOfEqualOrderAreCalledInTheOrderTheyWereAdded(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         var pipes: [TestPipe] = []
         for name in ["a", "b", "c"] {
@@ -188,6 +199,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func onlyTheReadySourcesOfAPassAreCalled(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let quiet = try TestPipe()
         let busy = try TestPipe()
@@ -207,6 +219,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func changingEventsFromReadableToWritableReportsWritableFromTheNextPass(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: sockets.first, events: .readable) { _, events in
@@ -224,6 +237,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func changingEventsToNoneStopsReportsUntilTheyAreWatchedAgain(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -243,6 +257,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceWatchingNothingKeepsItsModeAlive(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: []) { _, _ in }, forMode: .default)
         #expect(loop.runOnePass() == .timedOut)
@@ -251,6 +266,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aHandlerThatChangesItsOwnEventsIsCalledForTheNewEventsFromTheNextPass(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: sockets.first, events: .readable) { source, events in
@@ -267,6 +283,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceWhoseEventsAnEarlierHandlerClearedIsNotCalledInThatPass(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let first = try TestPipe()
         let second = try TestPipe()
@@ -289,6 +306,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceCancelledInsideItsHandlerIsNeverCalledAgain(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { source, _ in
@@ -307,6 +325,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceCancelledOutsideItsHandlerIsNeverCalledAgain(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(1) }
@@ -325,6 +344,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aReadySourceCancelledByAnEarlierHandlerInThePassIsNotCalled(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let first = try TestPipe()
         let second = try TestPipe()
@@ -346,6 +366,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceRemovedFromTheRunningModeIsNoLongerCalledThere(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let calls = Recorder<LoopMode>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -365,6 +386,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func closingTheWriteEndReportsHangUpOnTheReadEnd(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -380,6 +402,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func hangUpIsReportedEvenWhenNothingIsWatched(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: sockets.first, events: []) { source, events in
@@ -397,6 +420,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func closingTheReadEndReportsAnErrorOnTheWriteEnd(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.writeEnd, events: []) { source, events in
@@ -414,6 +438,7 @@ struct LoopDescriptorSourceTests {
         _ path: DescriptorWaitPath
     ) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3000)
         let reports = Recorder<DescriptorEvents>()
@@ -432,6 +457,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aRunWhoseOnlySourceLostItsDescriptorFinishesInsteadOfSpinning(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3100)
         let calls = Recorder<Int>()
@@ -449,6 +475,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSocketpairEndIsReportedReadableWhenThePeerSends(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let sockets = try TestSocketPair()
         let received = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: sockets.second, events: .readable) { source, _ in
@@ -465,6 +492,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func anEventfdIsReportedReadableOnceWrittenAndLeftForTheHandlerToRead(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let counter = try TestEventDescriptor()
         let taken = Recorder<UInt64>()
         loop.add(LoopDescriptorSource(descriptor: counter.descriptor, events: .readable) { _, _ in
@@ -483,6 +511,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func anEventfdIsReportedWritable(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let counter = try TestEventDescriptor()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: counter.descriptor, events: .writable) { _, events in
@@ -498,6 +527,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aDescriptorSourceKeepsItsModeAlive(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
         #expect(loop.runOnePass() == .timedOut)
@@ -506,6 +536,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aDescriptorSourceInDefaultIsNotPolledWhileTheLoopRunsTracking(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let calls = Recorder<LoopMode>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -523,6 +554,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aDescriptorSourceInCommonIsPolledWhileTheLoopRunsTracking(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let calls = Recorder<LoopMode>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
@@ -537,6 +569,7 @@ struct LoopDescriptorSourceTests {
     func returnAfterSourceHandledReturnsHandledSourceAfterADescriptorSource(_ path: DescriptorWaitPath) throws {
         let clock = ManualLoopClock()
         let loop = try path.makeLoop(clock: clock)
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
         pipe.write()
@@ -547,6 +580,7 @@ struct LoopDescriptorSourceTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aReadyDescriptorEndsTheWaitOfALoopWithNoDeadline(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -585,6 +619,7 @@ struct LoopDescriptorSourceTests {
     @Test func addingACancelledSourceTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let loop = try Loop(clock: ManualLoopClock())
+            defer { loop.invalidate() }
             let source = LoopDescriptorSource(descriptor: 0, events: .readable) { _, _ in }
             source.invalidate()
             loop.add(source, forMode: .default)
@@ -612,6 +647,7 @@ struct LoopDescriptorSourceThreadTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func dataWrittenFromAnotherThreadWakesASleepingLoop(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -631,6 +667,7 @@ struct LoopDescriptorSourceThreadTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func aSourceAddedFromAnotherThreadIsPolledByTheSleepingLoop(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
+        defer { loop.invalidate() }
         let idle = try TestPipe()
         let pipe = try TestPipe()
         let reports = Recorder<DescriptorEvents>()
@@ -651,6 +688,7 @@ struct LoopDescriptorSourceThreadTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func eventsChangedFromAnotherThreadReachTheSleepingLoop(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
+        defer { loop.invalidate() }
         let sockets = try TestSocketPair()
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: sockets.first, events: .readable) { _, events in
@@ -670,6 +708,7 @@ struct LoopDescriptorSourceThreadTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func eventsClearedFromAnotherThreadStopReportsOnTheSleepingLoop(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let trace = Recorder<String>()
         let watched = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
@@ -694,6 +733,7 @@ struct LoopDescriptorSourceThreadTests {
     @Test(arguments: DescriptorWaitPath.allCases)
     func cancellingFromAnotherThreadWhileTheLoopSleepsFinishesItsRun(_ path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(1) }

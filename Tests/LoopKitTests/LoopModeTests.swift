@@ -13,11 +13,13 @@ struct LoopModeTests {
 
     @Test func theCommonSetHoldsDefaultAndTrackingFromTheStart() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         #expect(loop.commonModes == [.default, .tracking])
     }
 
     @Test func anItemAddedToCommonIsInEveryCommonMode() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let timer = LoopTimer(interval: .seconds(1)) { _ in }
         loop.add(timer, forMode: .common)
         #expect(loop.contains(timer, inMode: .default))
@@ -28,6 +30,7 @@ struct LoopModeTests {
 
     @Test func aModeAddedToTheCommonSetLaterReceivesEveryCommonItem() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let timer = LoopTimer(interval: .seconds(1)) { _ in }
         let source = LoopSource { _ in }
         let observer = LoopObserver(activities: .entry) { _, _ in }
@@ -46,6 +49,7 @@ struct LoopModeTests {
 
     @Test func removingFromCommonRemovesFromEveryCommonMode() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let source = LoopSource { _ in }
         loop.add(source, forMode: .common)
         loop.remove(source, forMode: .common)
@@ -57,6 +61,7 @@ struct LoopModeTests {
     @Test func aTimerInDefaultDoesNotFireWhileTheLoopRunsTracking() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let fired = Recorder<String>()
         loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append("default") }, forMode: .default)
         loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append("common") }, forMode: .common)
@@ -67,6 +72,7 @@ struct LoopModeTests {
     @Test func aCustomModeIsCreatedByAddingToIt() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let fired = Recorder<Int>()
         loop.add(LoopTimer(interval: .milliseconds(1)) { _ in fired.append(1) }, forMode: "custom")
         #expect(loop.run(mode: .default, before: .distantFuture) == .finished)
@@ -78,6 +84,7 @@ struct LoopModeTests {
     @Test func currentModeIsTheInnermostRunsMode() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let seen = Recorder<String>()
         #expect(loop.currentMode == nil)
         loop.add(LoopTimer(interval: .milliseconds(1)) { _ in
@@ -96,6 +103,7 @@ struct LoopModeTests {
     @Test func addingCommonToTheCommonSetIsAPreconditionFailure() async {
         await #expect(processExitsWith: .failure) {
             let loop = try Loop()
+            defer { loop.invalidate() }
             loop.addCommonMode(.common)
         }
     }
@@ -105,6 +113,7 @@ struct LoopModeTests {
 struct LoopBlockTests {
     @Test func blocksRunInFIFOOrder() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let ran = Recorder<Int>()
         for index in 0..<10 {
             loop.perform { ran.append(index) }
@@ -115,6 +124,7 @@ struct LoopBlockTests {
 
     @Test func blocksRunOnlyInTheirModes() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let ran = Recorder<String>()
         loop.perform(inModes: [.tracking]) { ran.append("tracking") }
         loop.perform { ran.append("default") }
@@ -129,6 +139,7 @@ struct LoopBlockTests {
     @Test func aBlockQueuedDuringADrainWaitsForTheNextDrainPoint() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.beforeTimers, .beforeSources]) { _, activity in trace.append("\(activity)") },
                  forMode: .default)
@@ -144,6 +155,7 @@ struct LoopBlockTests {
     @Test func aBlockThatRequeuesItselfRunsOncePerDrainAndCannotTrapTheLoop() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let count = Recorder<Int>()
         @Sendable func again() {
             count.append(1)
@@ -156,6 +168,7 @@ struct LoopBlockTests {
 
     @Test func aBlockForAnotherModeKeepsItsPlaceInTheQueue() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let ran = Recorder<String>()
         loop.perform(inModes: [.tracking]) { ran.append("t1") }
         loop.perform(inModes: [.common]) { ran.append("c1") }
@@ -168,6 +181,7 @@ struct LoopBlockTests {
     @Test func performWithNoModesIsAPreconditionFailure() async {
         await #expect(processExitsWith: .failure) {
             let loop = try Loop()
+            defer { loop.invalidate() }
             loop.perform(inModes: []) {}
         }
     }

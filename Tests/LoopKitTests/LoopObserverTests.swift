@@ -6,6 +6,7 @@ struct LoopObserverTests {
     @Test func observersAreCalledOnlyForTheActivitiesTheyChose() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let seen = Recorder<LoopActivity>()
         loop.add(LoopObserver(activities: [.entry, .exit]) { _, activity in seen.append(activity) }, forMode: .default)
         loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
@@ -16,6 +17,7 @@ struct LoopObserverTests {
     @Test func lowerOrderObserversAreCalledFirstThenInTheOrderAdded() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let seen = Recorder<String>()
         loop.add(LoopObserver(activities: .entry, order: 5) { _, _ in seen.append("5a") }, forMode: .default)
         loop.add(LoopObserver(activities: .entry, order: -1) { _, _ in seen.append("-1") }, forMode: .default)
@@ -29,6 +31,7 @@ struct LoopObserverTests {
     @Test func aOneShotObserverIsInvalidatedAfterItsFirstCall() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let seen = Recorder<LoopActivity>()
         let observer = LoopObserver(activities: .beforeTimers, repeats: false) { _, activity in seen.append(activity) }
         loop.add(observer, forMode: .default)
@@ -43,6 +46,7 @@ struct LoopObserverTests {
     @Test func observersRunOnlyWhileTheLoopRunsTheirMode() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let seen = Recorder<LoopMode>()
         loop.add(LoopObserver(activities: .entry) { _, _ in seen.append(.tracking) }, forMode: .tracking)
         loop.add(LoopTimer(interval: .seconds(1)) { _ in }, forMode: .common)
@@ -55,6 +59,7 @@ struct LoopObserverTests {
     @Test func anObserverIsNotReenteredByANestedRun() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let calls = Recorder<LoopActivity>()
         var nested = false
         loop.add(LoopObserver(activities: [.beforeTimers]) { _, activity in
@@ -72,6 +77,7 @@ struct LoopObserverTests {
     @Test func anObserverMayInvalidateItselfAndOthers() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let seen = Recorder<String>()
         let second = LoopObserver(activities: .entry, order: 2) { _, _ in seen.append("second") }
         loop.add(LoopObserver(activities: .entry, order: 1) { observer, _ in
@@ -89,6 +95,7 @@ struct LoopObserverTests {
     @Test func nothingRunsBetweenBeforeWaitingAndTheSleep() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
             trace.append("\(activity)@\(clock.now.nanoseconds)")

@@ -5,6 +5,7 @@ import Testing
 struct LoopPassTests {
     @Test func anEmptyModeFinishesAtOnceWithoutCallingObservers() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let seen = Recorder<LoopActivity>()
         loop.add(LoopObserver(activities: .allActivities) { _, activity in seen.append(activity) }, forMode: .default)
         #expect(loop.run(mode: .default, before: .distantFuture) == .finished)
@@ -13,12 +14,14 @@ struct LoopPassTests {
 
     @Test func aCustomModeWithNothingInItFinishesAtOnce() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         #expect(loop.run(mode: "never-used", before: .distantFuture) == .finished)
     }
 
     @Test func onePassWithADueTimerCallsObserversInCFOrder() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: .allActivities) { _, activity in trace.append("\(activity)") }, forMode: .default)
         loop.add(LoopTimer(interval: .milliseconds(10)) { _ in trace.append("timer") }, forMode: .default)
@@ -32,6 +35,7 @@ struct LoopPassTests {
     @Test func aPassRunsBlocksThenSignalledSourcesThenBlocksAgainBeforeWaiting() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: .allActivities) { _, activity in trace.append("\(activity)") }, forMode: .default)
         let source = LoopSource { _ in
@@ -50,6 +54,7 @@ struct LoopPassTests {
     @Test func aPassThatHandledASourceDoesNotSleep() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in trace.append("\(activity)") },
                  forMode: .default)
@@ -72,6 +77,7 @@ struct LoopPassTests {
     @Test func aDeadlineAlreadyReachedMakesOneNonBlockingPassAndTimesOut() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let passes = Recorder<LoopActivity>()
         loop.add(LoopObserver(activities: [.beforeTimers, .beforeWaiting]) { _, activity in passes.append(activity) },
                  forMode: .default)
@@ -85,6 +91,7 @@ struct LoopPassTests {
     @Test func runTimesOutAtItsDeadlineWhenNothingHappens() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .default)
         let deadline = clock.now + .milliseconds(250)
         #expect(loop.run(mode: .default, before: deadline) == .timedOut)
@@ -94,6 +101,7 @@ struct LoopPassTests {
     @Test func theModeBecomingEmptyEndsTheRunWithFinishedAfterExit() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.entry, .exit]) { _, activity in trace.append("\(activity)") }, forMode: .default)
         loop.add(LoopTimer(interval: .milliseconds(5)) { _ in trace.append("one-shot") }, forMode: .default)
@@ -103,6 +111,7 @@ struct LoopPassTests {
 
     @Test func observersDoNotKeepAModeAliveButPendingBlocksDo() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         loop.add(LoopObserver(activities: .allActivities) { _, _ in }, forMode: .default)
         #expect(loop.run(mode: .default, before: .distantFuture) == .finished)
         let ran = Recorder<Int>()
@@ -114,6 +123,7 @@ struct LoopPassTests {
     @Test func handledSourceWinsOverTimedOutAndStopped() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let source = LoopSource { _ in loop.stop() }
         loop.add(source, forMode: .default)
         source.signal()
@@ -126,6 +136,7 @@ struct LoopPassTests {
     @Test func timedOutWinsOverStopped() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .zero) { _ in loop.stop() }, forMode: .default)
         loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .default)
         #expect(loop.run(mode: .default, before: clock.now) == .timedOut)
@@ -134,6 +145,7 @@ struct LoopPassTests {
     @Test func stoppedWinsOverFinished() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .milliseconds(1)) { _ in loop.stop() }, forMode: .default)
         #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
     }
@@ -141,6 +153,7 @@ struct LoopPassTests {
     @Test func timersAndBlocksAreNotSourcesForReturnAfterSourceHandled() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let fired = Recorder<String>()
         loop.add(LoopTimer(interval: .milliseconds(1)) { _ in fired.append("timer") }, forMode: .default)
         loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .default)
@@ -152,11 +165,13 @@ struct LoopPassTests {
 
     @Test func runForeverReturnsFinishedAtOnceOnAnEmptyDefaultMode() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         #expect(loop.run() == .finished)
     }
 
     @Test func runForeverReturnsStoppedWhenStopped() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .milliseconds(3)) { _ in loop.stop() }, forMode: .default)
         loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .default)
         #expect(loop.run() == .stopped)
@@ -166,6 +181,7 @@ struct LoopPassTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             func runCommon() throws {
                 let loop = try Loop()
+                defer { loop.invalidate() }
                 loop.add(LoopTimer(interval: .seconds(1)) { _ in }, forMode: .common)
                 loop.run(mode: .common, before: .distantFuture)
             }

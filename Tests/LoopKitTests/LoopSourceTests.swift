@@ -9,6 +9,7 @@ struct LoopSourceTests {
 
     @Test func aSourceThatWasNeverSignalledDoesNotRun() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         loop.add(LoopSource { _ in calls.append(1) }, forMode: .default)
         loop.runOnePass()
@@ -18,6 +19,7 @@ struct LoopSourceTests {
 
     @Test func aSignalledSourceRunsOnceOnTheNextPass() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { _ in calls.append(1) }
         loop.add(source, forMode: .default)
@@ -32,6 +34,7 @@ struct LoopSourceTests {
 
     @Test func severalSignalsBeforeTheSourceRunsCoalesceIntoOneCall() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { _ in calls.append(1) }
         loop.add(source, forMode: .default)
@@ -45,6 +48,7 @@ struct LoopSourceTests {
 
     @Test func signalsFromAnotherThreadBeforeTheSourceRunsCoalesceIntoOneCall() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { _ in calls.append(1) }
         loop.add(source, forMode: .default)
@@ -60,6 +64,7 @@ struct LoopSourceTests {
 
     @Test func theSignalledFlagIsClearedBeforeTheCallbackRuns() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let flagInCallback = Recorder<Bool>()
         let source = LoopSource { source in flagInCallback.append(source.isSignalled) }
         loop.add(source, forMode: .default)
@@ -70,6 +75,7 @@ struct LoopSourceTests {
 
     @Test func aSourceThatSignalsItselfRunsAgainOnTheNextPassNotInTheSamePass() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { source in
             calls.append(1)
@@ -93,6 +99,7 @@ struct LoopSourceTests {
 
     @Test func signallingAnInvalidatedSourceDoesNothing() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { _ in calls.append(1) }
         loop.add(source, forMode: .default)
@@ -107,6 +114,7 @@ struct LoopSourceTests {
 
     @Test func signalledSourcesRunLowerOrderFirst() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<Int>()
         let sources = [2, 0, 1].map { order in LoopSource(order: order) { _ in trace.append(order) } }
         for source in sources {
@@ -121,6 +129,7 @@ struct LoopSourceTests {
 
     @Test func signalledSourcesOfEqualOrderRunInTheOrderTheyWereSignalled() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let sources = ["a", "b", "c"].map { name in LoopSource { _ in trace.append(name) } }
         for source in sources {
@@ -135,6 +144,7 @@ struct LoopSourceTests {
 
     @Test func orderSortsFirstAndSignalOrderBreaksTies() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let late1 = LoopSource(order: 1) { _ in trace.append("late1") }
         let early1 = LoopSource(order: 1) { _ in trace.append("early1") }
@@ -154,6 +164,7 @@ struct LoopSourceTests {
 
     @Test func addingASourceToAModeCallsScheduleWithThatMode() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let source = LoopSource(
             onSchedule: { _, mode in trace.append("schedule \(mode)") },
@@ -166,6 +177,7 @@ struct LoopSourceTests {
 
     @Test func addingASourceToAModeItIsAlreadyInDoesNotCallScheduleAgain() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let source = LoopSource(onSchedule: { _, mode in trace.append("schedule \(mode)") }, { _ in })
         loop.add(source, forMode: .default)
@@ -175,6 +187,7 @@ struct LoopSourceTests {
 
     @Test func addingASourceToCommonCallsScheduleForEachCommonMode() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let source = LoopSource(onSchedule: { _, mode in trace.append("schedule \(mode)") }, { _ in })
         loop.add(source, forMode: .common)
@@ -183,6 +196,7 @@ struct LoopSourceTests {
 
     @Test func removingASourceFromAModeCallsCancelWithThatMode() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let source = LoopSource(onUnschedule: { _, mode in trace.append("cancel \(mode)") }, { _ in })
         loop.add(source, forMode: .default)
@@ -195,6 +209,7 @@ struct LoopSourceTests {
 
     @Test func removingASourceFromAModeItIsNotInDoesNotCallCancel() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let source = LoopSource(onUnschedule: { _, mode in trace.append("cancel \(mode)") }, { _ in })
         loop.add(source, forMode: .default)
@@ -204,6 +219,7 @@ struct LoopSourceTests {
 
     @Test func invalidatingASourceCallsCancelForEveryModeItIsIn() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let source = LoopSource(onUnschedule: { _, mode in trace.append("cancel \(mode)") }, { _ in })
         loop.add(source, forMode: .default)
@@ -231,12 +247,14 @@ struct LoopSourceTests {
 
     @Test func aSourceKeepsItsModeAliveEvenWhenNotSignalled() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         loop.add(LoopSource { _ in }, forMode: .default)
         #expect(loop.runOnePass() == .timedOut)
     }
 
     @Test func removingASourceFromItsOnlyModeLeavesTheModeFinished() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let source = LoopSource { _ in }
         loop.add(source, forMode: .default)
         source.signal()
@@ -246,6 +264,7 @@ struct LoopSourceTests {
 
     @Test func aSignalWhileTheLoopRunsAnotherModeIsKeptUntilTheLoopRunsTheSourcesMode() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { _ in calls.append(1) }
         loop.add(source, forMode: .default)
@@ -262,6 +281,7 @@ struct LoopSourceTests {
     @Test func aSignalDuringANestedRunInAnotherModeRunsWhenTheOuterRunResumes() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let source = LoopSource { _ in trace.append("source") }
         loop.add(source, forMode: .default)
@@ -280,6 +300,7 @@ struct LoopSourceTests {
 
     @Test func aSourceInSeveralModesRunsInWhicheverOfThemTheLoopRunsNext() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { _ in calls.append(1) }
         loop.add(source, forMode: .common)
@@ -292,6 +313,7 @@ struct LoopSourceTests {
 
     @Test func aSignalBeforeTheSourceIsAddedToALoopIsKept() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { _ in calls.append(1) }
         source.signal()
@@ -302,6 +324,7 @@ struct LoopSourceTests {
 
     @Test func aSignalWhileTheSourceIsInNoModeIsKeptUntilItIsAddedAgain() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { _ in calls.append(1) }
         loop.add(source, forMode: .default)
@@ -317,6 +340,7 @@ struct LoopSourceTests {
 
     @Test func aSourceThatAnEarlierCallbackRemovesFromTheRunningModeKeepsItsSignalForItsOtherModes() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let later = LoopSource(order: 1) { _ in trace.append("later") }
         let earlier = LoopSource(order: 0) { _ in
@@ -337,6 +361,7 @@ struct LoopSourceTests {
 
     @Test func aSourceSignalledInTheSamePassRunsInsideANestedRunStartedByAnEarlierCallback() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let dragEnd = LoopSource(order: 1) { _ in trace.append("drag end") }
         let dragStart = LoopSource(order: 0) { _ in
@@ -357,6 +382,7 @@ struct LoopSourceTests {
     @Test func returnAfterSourceHandledReturnsHandledSourceAfterASignalledSource() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let start = clock.now
         let source = LoopSource { _ in }
         loop.add(source, forMode: .default)
@@ -369,6 +395,7 @@ struct LoopSourceTests {
     @Test func withoutReturnAfterSourceHandledTheRunGoesOnAfterASignalledSource() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let calls = Recorder<Int>()
         let source = LoopSource { _ in calls.append(1) }
         loop.add(source, forMode: .default)
@@ -380,6 +407,7 @@ struct LoopSourceTests {
     @Test func returnAfterSourceHandledDoesNotReturnAfterATimerAlone() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let fired = Recorder<Int>()
         loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired.append(1) }, forMode: .default)
         loop.add(LoopSource { _ in }, forMode: .default)  // keeps the mode alive after the timer
@@ -391,6 +419,7 @@ struct LoopSourceTests {
     @Test func returnAfterSourceHandledDoesNotReturnAfterABlockAlone() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let ran = Recorder<Int>()
         loop.add(LoopSource { _ in }, forMode: .default)  // keeps the mode alive after the block
         loop.perform { ran.append(1) }
@@ -403,6 +432,7 @@ struct LoopSourceTests {
 
     @Test func aSourceInvalidatedInsideItsOwnCallbackNeverRunsAgainAndLeavesItsModeFinished() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let source = LoopSource(onUnschedule: { _, mode in trace.append("cancel \(mode)") }) { source in
             trace.append("perform")
@@ -420,6 +450,7 @@ struct LoopSourceTests {
 
     @Test func aSignalledSourceInvalidatedByAnEarlierCallbackDoesNotRun() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let later = LoopSource(order: 1) { _ in trace.append("later") }
         let earlier = LoopSource(order: 0) { _ in
@@ -437,6 +468,7 @@ struct LoopSourceTests {
 
     @Test func aSourceInvalidatedFromAnotherThreadCallsCancelOnTheLoopThreadAndNeverRuns() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let cancelledOnLoopThread = Recorder<Bool>()
         let source = LoopSource(onUnschedule: { _, _ in cancelledOnLoopThread.append(loop.isCurrent) }) { _ in
@@ -456,6 +488,7 @@ struct LoopSourceTests {
     @Test func addingAnInvalidatedSourceTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let loop = try Loop(clock: ManualLoopClock())
+            defer { loop.invalidate() }
             let source = LoopSource { _ in }
             source.invalidate()
             loop.add(source, forMode: .default)
@@ -483,6 +516,7 @@ struct LoopSourceThreadTests {
     /// CF's `CFRunLoopSourceSignal` does not wake a sleeping loop (the caller must `CFRunLoopWakeUp`); LoopKit's does.
     @Test func signallingFromAnotherThreadWakesASleepingLoop() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let ranOnLoopThread = Recorder<Bool>()
         let source = LoopSource { _ in ranOnLoopThread.append(loop.isCurrent) }
         loop.add(source, forMode: .default)
@@ -499,6 +533,7 @@ struct LoopSourceThreadTests {
 
     @Test func signalsFromSeveralThreadsAtOnceAreNeverLost() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let threadCount = 4
         let signalsPerThread = 500
         let finishedThreads = Atomic<Int>(0)
@@ -528,6 +563,7 @@ struct LoopSourceThreadTests {
 
     @Test func invalidatingFromAnotherThreadWhileTheLoopSleepsFinishesItsRun() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let source = LoopSource(
             onUnschedule: { _, mode in trace.append("cancel \(mode) on loop thread: \(loop.isCurrent)") },
@@ -546,6 +582,7 @@ struct LoopSourceThreadTests {
 
     @Test func aSourceAddedAndSignalledFromAnotherThreadRunsOnTheSleepingLoop() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let ranOnLoopThread = Recorder<Bool>()
         loop.add(LoopSource { _ in }, forMode: .default)  // keeps the mode alive until the other thread adds
         let helper = startThread {

@@ -8,6 +8,7 @@ struct LoopStopAndNestingTests {
     @Test func stopWhileTheLoopIsNotRunningIsANoOp() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .default)
         loop.stop()
         loop.stop()
@@ -17,6 +18,7 @@ struct LoopStopAndNestingTests {
     @Test func stopFromACallbackEndsTheRunWithStoppedAfterThePass() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: .exit) { _, _ in trace.append("exit") }, forMode: .default)
         loop.add(LoopTimer(interval: .milliseconds(5)) { _ in
@@ -31,6 +33,7 @@ struct LoopStopAndNestingTests {
     @Test func stopEndsOnlyTheInnermostRunAndTheOuterRunContinuesInItsMode() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.entry, .exit]) { _, activity in trace.append("default \(activity)") },
                  forMode: .default)
@@ -56,6 +59,7 @@ struct LoopStopAndNestingTests {
     @Test func aCallbackMayRunTheLoopNestedInTheSameMode() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
             trace.append("outer timer")
@@ -71,6 +75,7 @@ struct LoopStopAndNestingTests {
     @Test func callbacksMayAddRemoveAndInvalidateAnyItemIncludingThemselves() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let trace = Recorder<String>()
         let victim = LoopTimer(interval: .milliseconds(20)) { _ in trace.append("victim") }
         let source = LoopSource { source in
@@ -150,6 +155,7 @@ struct LoopThreadingTests {
 
     @Test func performFromAnotherThreadWakesASleepingLoop() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         let ran = Recorder<String>()
         let producer = startThread {
@@ -167,6 +173,7 @@ struct LoopThreadingTests {
 
     @Test func stopFromAnotherThreadEndsASleepingRun() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         let stopper = startThread {
             guard waitUntil({ loop.isWaiting }) else { return }
@@ -179,6 +186,7 @@ struct LoopThreadingTests {
 
     @Test func wakeUpFromAnotherThreadMakesTheLoopPassAgain() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         let woke = Recorder<LoopActivity>()
         loop.add(LoopObserver(activities: .afterWaiting) { _, activity in
@@ -197,6 +205,7 @@ struct LoopThreadingTests {
 
     @Test func aTimerAddedFromAnotherThreadToASleepingLoopFires() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         let fired = Recorder<LoopInstant>()
         let start = loop.now
@@ -215,6 +224,7 @@ struct LoopThreadingTests {
 
     @Test func workQueuedWhileTheLoopIsNotAsleepWritesNoWakeUp() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         for _ in 0..<1000 {
             loop.wakeUp()
             loop.perform {}
@@ -229,6 +239,7 @@ struct LoopThreadingTests {
 
     @Test func manyWakeUpsFromAnotherThreadCostOneWriteAndOneReadPerDrain() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         let before = loop.counters
         onAnotherThread {
@@ -245,6 +256,7 @@ struct LoopThreadingTests {
 
     @Test func anIdleLoopSleepsUntilItsDeadlineWithoutWakingInBetween() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         let wakes = Recorder<LoopActivity>()
         loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) }, forMode: .default)
@@ -257,6 +269,7 @@ struct LoopThreadingTests {
 
     @Test func aLoopStopsWhileNestedOnTheRealClock() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .common)
         let trace = Recorder<String>()
         loop.add(LoopTimer(interval: .milliseconds(1)) { _ in
@@ -276,6 +289,7 @@ struct LoopThreadingTests {
     @Test func runningALoopOnAnotherThreadIsAPreconditionFailure() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let loop = try Loop()
+            defer { loop.invalidate() }
             loop.add(LoopTimer(interval: .seconds(1)) { _ in }, forMode: .default)
             onAnotherThread {
                 runNoAsync(loop)
@@ -324,7 +338,7 @@ struct LoopThreadingTests {
             thread.shutdownAndJoin()
             thread.perform {}
         }
-        #expect(result?.standardErrorText.contains("the loop's thread has ended") == true)
+        #expect(result?.standardErrorText.contains("the loop has ended") == true)
     }
 }
 

@@ -692,6 +692,7 @@ struct LoopTimerPreconditionTests {
         await #expect(processExitsWith: .failure) {
             func addInvalidatedTimer() throws {
                 let loop = try Loop(clock: ManualLoopClock())
+                defer { loop.invalidate() }
                 let timer = LoopTimer(interval: .milliseconds(10)) { _ in }
                 timer.invalidate()
                 loop.add(timer, forMode: .default)
@@ -725,6 +726,7 @@ struct LoopTimerRealClockTests {
 
     @Test func aTwentyMillisecondTimerNeverFiresBeforeItsFireDate() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let start = loop.now
         var firedAt: LoopInstant?
         let timer = LoopTimer(interval: .milliseconds(20)) { _ in firedAt = loop.now }
@@ -740,6 +742,7 @@ struct LoopTimerRealClockTests {
 
     @Test func aRepeatingTimerNeverFiresBeforeItsSlots() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let start = loop.now
         var firedAt: [LoopInstant] = []
         let timer = LoopTimer(interval: .milliseconds(5), repeats: true, tolerance: .milliseconds(2)) { timer in
@@ -760,6 +763,7 @@ struct LoopTimerRealClockTests {
     @Test func aTimerAddedFromAnotherThreadFirstFiresOneIntervalAfterTheAddNotAfterTheLoopNoticesIt() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let start = clock.now
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(clock.now - start) }
@@ -772,6 +776,7 @@ struct LoopTimerRealClockTests {
 
     @Test func aTimerAddedFromAnotherThreadWakesTheSleepingLoopAndFires() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let start = loop.now
         let keepAlive = LoopTimer(interval: .seconds(60)) { _ in }
         loop.add(keepAlive, forMode: .default)
@@ -795,6 +800,7 @@ struct LoopTimerRealClockTests {
 
     @Test func aTimerRemovedFromAnotherThreadLetsTheSleepingLoopFinishWithoutFiringIt() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let start = loop.now
         let fired = Recorder<LoopInstant>()
         let timer = LoopTimer(interval: .seconds(60)) { _ in fired.append(loop.now) }
@@ -814,6 +820,7 @@ struct LoopTimerRealClockTests {
 
     @Test func aTimerInvalidatedFromAnotherThreadWhileTheLoopSleepsNeverFires() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let start = loop.now
         let fired = Recorder<LoopInstant>()
         let timer = LoopTimer(interval: .seconds(60)) { _ in fired.append(loop.now) }
@@ -833,6 +840,7 @@ struct LoopTimerRealClockTests {
 
     @Test func setNextFireDateFromAnotherThreadWakesTheSleepingLoop() throws {
         let loop = try Loop()
+        defer { loop.invalidate() }
         let start = loop.now
         let fired = Recorder<LoopInstant>()
         let timer = LoopTimer(interval: .seconds(60)) { _ in fired.append(loop.now) }

@@ -32,6 +32,7 @@ struct LoopTracerTests {
     @Test func theTraceIsTraceEventJSONWithNestedRunsPassesSleepsAndCallouts() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let tracer = LoopTracer(loop: loop)
         let source = LoopSource { _ in clock.advance(by: .microseconds(300)) }
         loop.add(source, forMode: .common)
@@ -68,6 +69,7 @@ struct LoopTracerTests {
     @Test func aTraceTakenWhileTheLoopRunsIsClosedAndStillNests() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let tracer = LoopTracer(loop: loop)
         var snapshot: [[String: Any]] = []
         loop.add(LoopTimer(interval: .milliseconds(1)) { _ in snapshot = (try? self.events(tracer)) ?? [] },
@@ -80,6 +82,7 @@ struct LoopTracerTests {
     @Test func anInvalidatedTracerStopsRecordingAndTheLoopStopsCallingIt() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let tracer = LoopTracer(loop: loop)
         loop.add(LoopTimer(interval: .milliseconds(1), repeats: true) { _ in }, forMode: .default)
         loop.run(mode: .default, before: clock.now + .milliseconds(3))
@@ -93,6 +96,7 @@ struct LoopTracerTests {
     @Test func theTraceIsWrittenToAFile() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         let tracer = LoopTracer(loop: loop, threadName: "main \"loop\"")
         loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
         loop.run(mode: .default, before: .distantFuture)

@@ -7,6 +7,7 @@ struct PublicAPITests {
     @Test func observersSourcesAndStopArePublic() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
         var trace: [String] = []
         loop.add(LoopObserver(activities: [.entry, .exit]) { _, activity in trace.append("\(activity)") },
                  forMode: .default)
@@ -32,6 +33,7 @@ struct PublicAPITests {
 struct ThreadCheckTests {
     @Test func thePublicThreadCheckPassesOnTheLoopsThread() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         loop.preconditionIsCurrent()
         loop.assertIsCurrent()
         #expect(loop.isCurrent)
@@ -40,6 +42,7 @@ struct ThreadCheckTests {
     @Test func thePublicThreadCheckTrapsOnAnotherThread() async {
         await #expect(processExitsWith: .failure) {
             let loop = try Loop(clock: ManualLoopClock())
+            defer { loop.invalidate() }
             let thread = try LoopThread()
             thread.perform { loop.preconditionIsCurrent() }
             thread.join()

@@ -25,6 +25,7 @@ struct ReleaseTests {
 
     @Test func anInvalidatedTimerAndWhatItsClosureCapturesAreFreedBeforeItsDeadline() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         weak var weakTimer: LoopTimer?
         weak var weakPayload: Payload?
         do {
@@ -42,6 +43,7 @@ struct ReleaseTests {
 
     @Test func aTimerRemovedFromItsOnlyModeIsFreedAtOnce() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         weak var weakTimer: LoopTimer?
         do {
             let timer = LoopTimer(interval: .seconds(60)) { _ in }
@@ -54,6 +56,7 @@ struct ReleaseTests {
 
     @Test func armingAndCancellingAnIdleTimeoutPerRequestKeepsNothingAlive() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let keepAlive = LoopSource { _ in }
         loop.add(keepAlive, forMode: .default)
         let payloads = Recorder<WeakPayload>()
@@ -71,6 +74,7 @@ struct ReleaseTests {
 
     @Test func aSignalledSourceInvalidatedBeforeItRanIsFreed() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         weak var weakSource: LoopSource?
         do {
             let source = LoopSource { _ in }
@@ -86,6 +90,7 @@ struct ReleaseTests {
 
     @Test func aDescriptorSourceInvalidatedAfterAPassIsFreed() throws {
         let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
         let pipe = try TestPipe()
         weak var weakSource: LoopDescriptorSource?
         do {
@@ -125,6 +130,7 @@ struct ReleaseTests {
         let pipe = try TestPipe()
         do {
             let loop = try path.makeLoop()
+            defer { loop.invalidate() }
             weakLoop = loop
             let timer = LoopTimer(interval: .milliseconds(1), repeats: true) { _ in _ = loop.now }
             let source = LoopSource { _ in _ = loop.now }

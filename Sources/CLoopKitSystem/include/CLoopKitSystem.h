@@ -57,6 +57,10 @@ bool cloopkit_is_main_thread(void);
 /// Names the calling thread (pthread_setname_np(3)); `name` is truncated to what the system allows.
 void cloopkit_set_thread_name(const char *name);
 
+/// Copies the calling thread's name (at most `size` bytes with the terminating zero) into `buffer`; returns 0, or an
+/// error number (pthread_getname_np(3)).
+int cloopkit_thread_name(char *buffer, unsigned long size);
+
 /// Installs a handler for `signo` that counts each delivery and writes a byte to `write_fd` (sigaction(2) with
 /// `SA_RESTART`). Returns 0, or -1 with errno set (`EINVAL` for a signal that cannot be caught or is out of range,
 /// `EBUSY` when the signal already has a LoopKit handler).

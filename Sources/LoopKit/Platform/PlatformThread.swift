@@ -66,6 +66,19 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
         _ = try? nonBlockingCall("sched_setattr") { cloopkit_set_scheduler_slice(500_000) }
     }
 
+    /// The calling thread's name as the kernel knows it (pthread_getname_np(3)), or `nil` if it has none.
+    static var currentName: String? {
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard cloopkit_thread_name(&buffer, UInt(buffer.count)) == 0 else { return nil }
+        let name = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.isEmpty ? nil : name
+    }
+
+    /// The number of processors online (sysconf(3) `_SC_NPROCESSORS_ONLN`), at least 1.
+    static var processorCount: Int {
+        max(1, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN))))
+    }
+
     /// Whether the calling thread is this thread (pthread_equal(3)).
     var isCurrent: Bool {
         pthread_equal(pthread_self(), self.handle) != 0

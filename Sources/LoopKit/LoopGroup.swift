@@ -1,0 +1,135 @@
+import Dispatch
+import Synchronization
+
+/// A fixed set of loop threads for a server, which spreads its connections over them (SwiftNIO's
+/// `MultiThreadedEventLoopGroup`).
+///
+/// Each loop runs on a `LoopThread` named after the group and its index (`"name-0"`, `"name-1"`, ...). `next()` hands
+/// out the loops round-robin; `any()` prefers the calling thread's loop. `shutdownGracefully` is sticky and
+/// idempotent: it shuts every loop down (each finishes its queued blocks), joins every thread, then reports
+/// completion once per call, on a thread of its own. Every member is safe from any thread.
+public final class LoopGroup: Sendable {
+    private enum Lifecycle {
+        case running
+        /// Shutting down: the completions to call once every thread has ended.
+        case shuttingDown([@Sendable () -> Void])
+        case shutDown
+    }
+
+    /// The group's loops, in index order. Any thread.
+    public let loops: [Loop]
+
+    private let threads: [LoopThread]
+    private let cursor = Atomic<Int>(0)
+    private let lifecycle = Mutex(Lifecycle.running)
+
+    /// Starts `threadCount` loop threads named `name-0`, `name-1`, ...
+    ///
+    /// - Parameters:
+    ///   - name: The prefix of the threads' names.
+    ///   - threadCount: How many loops; by default the number of processors online.
+    /// - Throws: `SystemCallError` when a thread or a loop cannot be created; the threads already started are shut
+    ///   down and joined first.
+    /// - Precondition: `threadCount` is at least 1.
+    public init(name: String = "LoopGroup", threadCount: Int? = nil) throws(SystemCallError) {
+        let count = threadCount ?? PlatformThread.processorCount
+        loopPrecondition(count >= 1, "LoopGroup(name:threadCount:): threadCount must be at least 1 (got \(count))")
+        var threads: [LoopThread] = []
+        do {
+            for index in 0..<count {
+                threads.append(try LoopThread(name: "\(name)-\(index)"))
+            }
+        } catch {
+            for thread in threads { thread.shutdownAndJoin() }
+            throw error
+        }
+        self.threads = threads
+        self.loops = threads.map(\.loop)
+    }
+
+    /// The next loop, round-robin. Any thread.
+    public func next() -> Loop {
+        let index = self.cursor.wrappingAdd(1, ordering: .relaxed).oldValue
+        return self.loops[index % self.loops.count]
+    }
+
+    /// The calling thread's loop when it is one of the group's, else `next()`. Any thread.
+    ///
+    /// Code that runs on a group's loop and opens a connection keeps it on its own thread this way.
+    public func any() -> Loop {
+        self.loops.first { $0.isCurrent } ?? self.next()
+    }
+
+    /// Shuts every loop down and joins every thread, then calls `completion` on a thread of its own. Any thread,
+    /// any number of times: each call's completion runs once, after the threads have ended.
+    ///
+    /// Each loop finishes the blocks queued before its shutdown; `perform` on a loop of the group after that is a
+    /// precondition failure.
+    public func shutdownGracefully(_ completion: @escaping @Sendable () -> Void = {}) {
+        enum Action { case start, wait, callNow }
+        let action = self.lifecycle.withLock { lifecycle -> Action in
+            switch lifecycle {
+            case .running:
+                lifecycle = .shuttingDown([completion])
+                return .start
+            case .shuttingDown(let completions):
+                lifecycle = .shuttingDown(completions + [completion])
+                return .wait
+            case .shutDown:
+                return .callNow
+            }
+        }
+        switch action {
+        case .wait:
+            return
+        case .callNow:
+            completion()
+        case .start:
+            for thread in self.threads { thread.shutdown() }
+            let threads = self.threads
+            let finish = { @Sendable [self] in
+                for thread in threads { thread.join() }
+                let completions = self.lifecycle.withLock { lifecycle -> [@Sendable () -> Void] in
+                    guard case .shuttingDown(let completions) = lifecycle else { return [] }
+                    lifecycle = .shutDown
+                    return completions
+                }
+                for completion in completions { completion() }
+            }
+            do {
+                let joiner = try PlatformThread.spawn(name: "LoopGroup-shutdown", body: finish)
+                joiner.detach()
+            } catch {
+                finish()  // no thread left to spare: join here (this caller is not a group thread, or it would hang)
+            }
+        }
+    }
+
+    /// Shuts every loop down and returns once every thread has ended. Any task.
+    public func shutdownGracefully() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            self.shutdownGracefully { continuation.resume() }
+        }
+    }
+
+    /// Shuts every loop down and waits until every thread has ended.
+    ///
+    /// - Precondition: Not called on one of the group's threads (it would wait for itself).
+    @available(*, noasync, message: "blocks its thread; use `await shutdownGracefully()`")
+    public func syncShutdownGracefully() {
+        loopPrecondition(!self.loops.contains { $0.isCurrent },
+                         "LoopGroup.syncShutdownGracefully(): called on one of the group's own threads, which would "
+                            + "wait for itself; use shutdownGracefully(_:) there")
+        let finished = DispatchSemaphore(value: 0)
+        self.shutdownGracefully { finished.signal() }
+        finished.wait()
+    }
+
+    /// Whether `shutdownGracefully` was called. Any thread.
+    public var isShuttingDown: Bool {
+        self.lifecycle.withLock { lifecycle in
+            if case .running = lifecycle { return false }
+            return true
+        }
+    }
+}
