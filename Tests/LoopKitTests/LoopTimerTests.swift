@@ -64,6 +64,7 @@ struct LoopTimerTests {
 
     @Test func aOneShotTimerFiresOnceOneIntervalAfterItIsAddedAndIsThenInvalid() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }
         t.loop.add(timer, forMode: .default)
@@ -74,6 +75,7 @@ struct LoopTimerTests {
 
     @Test func aRepeatingTimerFiresOnEverySlotOfItsInterval() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
         t.loop.add(timer, forMode: .default)
@@ -85,6 +87,7 @@ struct LoopTimerTests {
 
     @Test func aNewTimerDoesNotFireOnThePassThatAddsIt() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fireCount = 0
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fireCount += 1 }, forMode: .default)
         #expect(t.runOnePass() == .timedOut)
@@ -93,6 +96,7 @@ struct LoopTimerTests {
 
     @Test func aTimerAddedLongAfterItsCreationFirstFiresOneIntervalAfterItWasAdded() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }
         #expect(timer.fireDate == nil)
@@ -107,6 +111,7 @@ struct LoopTimerTests {
 
     @Test func aTimerCreatedWithAFireDateFirstFiresAtThatDateAndThenKeepsItsGrid() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(fireAt: t.at(25), interval: .milliseconds(10), repeats: true) { _ in
             fired.append(t.elapsed)
@@ -119,6 +124,7 @@ struct LoopTimerTests {
 
     @Test func aTimerWhoseFireDateHasAlreadyPassedFiresOnTheNextPass() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         t.loop.add(LoopTimer(fireAt: t.start - .milliseconds(500)) { _ in fired.append(t.elapsed) }, forMode: .default)
         #expect(t.runOnePass() == .timedOut)  // the mode is now empty too, but timedOut takes precedence
@@ -129,6 +135,7 @@ struct LoopTimerTests {
 
     @Test func aLateRepeatingTimerFiresOnceSkipsTheMissedSlotsAndReturnsToItsOriginalGrid() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
         t.loop.add(timer, forMode: .default)
@@ -142,6 +149,7 @@ struct LoopTimerTests {
 
     @Test func aLateFireThatLandsExactlyOnASlotMovesToTheSlotAfterIt() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fireCount = 0
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fireCount += 1 }
         t.loop.add(timer, forMode: .default)
@@ -153,6 +161,7 @@ struct LoopTimerTests {
 
     @Test func aCallbackThatOverrunsItsIntervalSkipsTheMissedSlotsInsteadOfReplayingThem() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
             fired.append(t.elapsed)
@@ -169,6 +178,7 @@ struct LoopTimerTests {
 
     @Test func toleranceLetsTwoNearbyTimersShareOneWakeUp() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         let wakes = t.wakeCounter()
         var fired: [String: Duration] = [:]
         t.loop.add(LoopTimer(interval: .milliseconds(10), tolerance: .milliseconds(5)) { _ in fired["A"] = t.elapsed },
@@ -181,6 +191,7 @@ struct LoopTimerTests {
 
     @Test func withoutToleranceNearbyTimersEachWakeTheLoopAtTheirOwnDate() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         let wakes = t.wakeCounter()
         var fired: [String: Duration] = [:]
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired["A"] = t.elapsed }, forMode: .default)
@@ -192,6 +203,7 @@ struct LoopTimerTests {
 
     @Test func aTimerWithZeroToleranceIsNotDelayedByALaterTolerantNeighbour() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [String: Duration] = [:]
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired["A"] = t.elapsed }, forMode: .default)
         t.loop.add(LoopTimer(interval: .milliseconds(12), tolerance: .milliseconds(5)) { _ in fired["B"] = t.elapsed },
@@ -203,6 +215,7 @@ struct LoopTimerTests {
 
     @Test func aTolerantTimerNeverFiresBeforeItsFireDate() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         let wakes = t.wakeCounter()
         var fired: [String: Duration] = [:]
         // B may wait until 12, so the loop wakes once at 10 for both; A must not be pulled forward to 7.
@@ -217,6 +230,7 @@ struct LoopTimerTests {
 
     @Test func toleranceDoesNotShiftARepeatingTimersGrid() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true, tolerance: .milliseconds(3)) { _ in
             fired.append(t.elapsed)
@@ -229,6 +243,7 @@ struct LoopTimerTests {
 
     @Test func changingTheToleranceOfAScheduledTimerTakesEffectAtItsNextWake() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         let wakes = t.wakeCounter()
         let a = LoopTimer(interval: .milliseconds(10)) { _ in }
         t.loop.add(a, forMode: .default)
@@ -243,6 +258,7 @@ struct LoopTimerTests {
 
     @Test func aTimerInvalidatedInsideItsOwnCallbackDoesNotFireAgain() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         t.keepAlive(.default)
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { timer in
@@ -259,6 +275,7 @@ struct LoopTimerTests {
 
     @Test func aTimerInvalidatedFromOutsideBetweenRunsDoesNotFireAgain() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         t.keepAlive(.default)
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
@@ -274,6 +291,7 @@ struct LoopTimerTests {
 
     @Test func aTimerInvalidatedByAnEarlierCallbackOfTheSamePassDoesNotFire() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [String] = []
         let b = LoopTimer(interval: .milliseconds(10)) { _ in fired.append("B") }
         let a = LoopTimer(interval: .milliseconds(10)) { _ in
@@ -290,6 +308,7 @@ struct LoopTimerTests {
 
     @Test func aModeWithOneShotTimersFinishesRightAfterTheLastOneFires() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }, forMode: .default)
         t.loop.add(LoopTimer(interval: .milliseconds(20)) { _ in fired.append(t.elapsed) }, forMode: .default)
@@ -300,6 +319,7 @@ struct LoopTimerTests {
 
     @Test func aModeFinishesWhenItsLastTimerIsInvalidatedDuringTheRun() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         let repeating = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in }
         t.loop.add(repeating, forMode: .default)
         t.loop.add(LoopTimer(interval: .milliseconds(25)) { _ in repeating.invalidate() }, forMode: .default)
@@ -309,6 +329,7 @@ struct LoopTimerTests {
 
     @Test func aModeWhoseOnlyTimerWasRemovedIsFinishedAtOnce() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in }
         t.loop.add(timer, forMode: .default)
         t.loop.remove(timer, forMode: .default)
@@ -321,6 +342,7 @@ struct LoopTimerTests {
 
     @Test func aTimerInTwoModesFiresOncePerSlotWhicheverModeRuns() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [LoopMode] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.loop.currentMode!) }
         t.loop.add(timer, forMode: .default)
@@ -334,6 +356,7 @@ struct LoopTimerTests {
 
     @Test func aTimerInTheCommonModesFiresOncePerSlotInDefaultAndInTracking() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
         t.loop.add(timer, forMode: .common)
@@ -344,6 +367,7 @@ struct LoopTimerTests {
 
     @Test func aTimerInTwoModesFiresOnceWhenANestedRunOfTheOtherModeReachesItsSlotFirst() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [(Duration, LoopMode)] = []
         // Added first, so it fires first at 10, and runs one pass of tracking while the timer is due in both modes.
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in t.runOnePass(.tracking) }, forMode: .default)
@@ -359,6 +383,7 @@ struct LoopTimerTests {
 
     @Test func aDefaultModeTimerDoesNotFireWhileTheLoopRunsTracking() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         t.keepAlive(.tracking)
         var fireCount = 0
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fireCount += 1 }
@@ -369,6 +394,7 @@ struct LoopTimerTests {
 
     @Test func afterTrackingADefaultModeTimerFiresOnceAndStaysOnItsGrid() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         t.keepAlive(.tracking)
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
@@ -383,6 +409,7 @@ struct LoopTimerTests {
 
     @Test func removingATimerFromOneModeKeepsItFiringInItsOtherMode() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         t.keepAlive(.default)
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
@@ -397,6 +424,7 @@ struct LoopTimerTests {
 
     @Test func aTimerRemovedAndAddedAgainFiresOncePerSlot() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
         t.loop.add(timer, forMode: .default)
@@ -411,6 +439,7 @@ struct LoopTimerTests {
 
     @Test func timersWithEqualFireDatesFireInTheOrderTheyWereAdded() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Int] = []
         let timers = (0..<5).map { index in LoopTimer(fireAt: t.at(10)) { _ in fired.append(index) } }
         for index in [3, 1, 4, 0, 2] {
@@ -422,6 +451,7 @@ struct LoopTimerTests {
 
     @Test func repeatingTimersOnOneGridFireInTheOrderTheyWereAddedOnEverySlot() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [String] = []
         for name in ["B", "A", "C"] {
             t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(name) },
@@ -433,6 +463,7 @@ struct LoopTimerTests {
 
     @Test func aTimerAddedByACallbackWaitsForTheNextPassEvenWhenAlreadyDue() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [String] = []
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
             fired.append("A")
@@ -449,6 +480,7 @@ struct LoopTimerTests {
 
     @Test func setNextFireDateFromOutsideMovesAOneShotTimer() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }
         t.loop.add(timer, forMode: .default)
@@ -459,6 +491,7 @@ struct LoopTimerTests {
 
     @Test func setNextFireDateFromOutsideMovesARepeatingTimersGrid() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
         t.loop.add(timer, forMode: .default)
@@ -470,6 +503,7 @@ struct LoopTimerTests {
 
     @Test func aOneShotTimerThatSetsItsNextFireDateInItsCallbackFiresAgainAtThatDate() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10)) { timer in
             fired.append(t.elapsed)
@@ -485,6 +519,7 @@ struct LoopTimerTests {
 
     @Test func aRepeatingTimerThatSetsItsNextFireDateInItsCallbackContinuesFromThatDate() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { timer in
             fired.append(t.elapsed)
@@ -501,6 +536,7 @@ struct LoopTimerTests {
 
     @Test func aFiringTimerDoesNotFireAgainInsideANestedRunOfTheSameModeAndStaysOnItsGrid() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         var nestedFires = 0
         var depth = 0
@@ -521,6 +557,7 @@ struct LoopTimerTests {
 
     @Test func anotherTimerDueInTheSamePassKeepsFiringInsideANestedRunStartedByACallback() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [(Duration, LoopMode)] = []
         // Both are due at 10. The first (added first) starts "tracking" for 35 ms; the common timer must keep its
         // slots during the drag, not wait for the outer pass.
@@ -535,6 +572,7 @@ struct LoopTimerTests {
 
     @Test func anotherTimerDueInTheSamePassKeepsFiringInsideANestedRunOfTheSameMode() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [(Duration, Int)] = []
         var depth = 0
         // Both are due at 10; the first (added first) runs the default mode nested for 35 ms.
@@ -552,6 +590,7 @@ struct LoopTimerTests {
 
     @Test func aFiringTimerDoesNotFireAgainInsideANestedRunOfAnotherModeThatHoldsIt() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [(Duration, LoopMode)] = []
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
             fired.append((t.elapsed, t.loop.currentMode!))
@@ -574,6 +613,7 @@ struct LoopTimerTests {
 struct LoopTimerDueBatchTests {
     @Test func aTimerRemovedAndAddedAgainByAnEarlierCallbackFiresOncePerSlot() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [Duration] = []
         let b = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
@@ -589,6 +629,7 @@ struct LoopTimerDueBatchTests {
 
     @Test func aTimerMovedOrInvalidatedByAnEarlierCallbackIsNotFiredFromTheBatch() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [(String, Duration)] = []
         let b = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(("b", t.elapsed)) }
         let c = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(("c", t.elapsed)) }
@@ -606,6 +647,7 @@ struct LoopTimerDueBatchTests {
 
     @Test func aNestedRunSleepsToItsDeadlineOnceTheOuterBatchIsSpent() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var passes = 0
         t.loop.add(LoopObserver(activities: .beforeTimers) { _, _ in passes += 1 }, forMode: .default)
         let b = LoopTimer(interval: .milliseconds(10)) { _ in }
@@ -624,6 +666,7 @@ struct LoopTimerDueBatchTests {
 
     @Test func aTimerOfTheBatchIsDetachedByTheThreadsTeardownAndDoesNotFireAfterIt() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         var fired: [String] = []
         let b = LoopTimer(interval: .milliseconds(10)) { _ in fired.append("b") }
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
@@ -639,6 +682,7 @@ struct LoopTimerDueBatchTests {
 
     @Test func theBatchBufferIsKeptAfterANestedRunThatTookItsOwnBatch() throws {
         let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in t.run(.default, until: 25) }, forMode: .default)
         for _ in 0..<8 {
             t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in }, forMode: .default)

@@ -1,0 +1,156 @@
+/// A closure scheduled on a loop after a delay or at an instant, once or repeatedly, that can be cancelled
+/// (SwiftNIO's `Scheduled` and `RepeatedTask`).
+///
+/// Cancelling releases the closure at once (and what it captures). A task cancelled before it ran never runs. The
+/// completion handed to `cancel(_:)` is called once the task has finished for good: at once if it is not running,
+/// else on the loop's thread when its current run returns; a task that already ran to its end (a one-shot task that
+/// ran) calls it at once too. Every member is safe from any thread; the closure runs on the loop's thread.
+public final class LoopScheduledTask: Sendable {
+    private struct State {
+        var body: (@Sendable (LoopScheduledTask) -> Void)?
+        var isRunning = false
+        var isCancelled = false
+        var completions: [@Sendable () -> Void] = []
+    }
+
+    private let state: LoopLock<State>
+    private let repeats: Bool
+    private let timer: LoopTimer
+    /// The task, as its timer's closure sees it: the loop keeps a task it holds alive until the task has finished,
+    /// even if the caller drops the handle; emptied when it finishes, which breaks the cycle.
+    private let pending: LoopLock<LoopScheduledTask?>
+
+    init(fireAt instant: LoopInstant, interval: Duration, repeats: Bool,
+         body: @escaping @Sendable (LoopScheduledTask) -> Void) {
+        self.state = LoopLock(State(body: body))
+        self.repeats = repeats
+        let pending = LoopLock<LoopScheduledTask?>(nil)
+        self.pending = pending
+        self.timer = LoopTimer(fireAt: instant, interval: repeats ? interval : .zero, repeats: repeats) { _ in
+            pending.withLock { $0 }?.runOnce()
+        }
+        pending.withLock { $0 = self }
+    }
+
+    /// Whether `cancel` was called. Any thread.
+    public var isCancelled: Bool {
+        self.state.withLock { $0.isCancelled }
+    }
+
+    /// Cancels the task: it does not run again, its closure is released now, and `completion` (if any) is called
+    /// once it has finished its last run. Any thread; twice is fine (each completion is called once).
+    public func cancel(_ completion: (@Sendable () -> Void)? = nil) {
+        let (released, callNow) = self.state.withLock { state -> ((@Sendable (LoopScheduledTask) -> Void)?, Bool) in
+            let released = state.body
+            state.body = nil
+            state.isCancelled = true
+            guard state.isRunning else { return (released, true) }
+            if let completion { state.completions.append(completion) }
+            return (released, false)
+        }
+        _ = released  // dropped here, outside the lock: its captures may run deinits
+        self.timer.invalidate()
+        self.pending.withLock { $0 = nil }
+        if callNow {
+            completion?()
+        }
+    }
+
+    /// Runs the closure for one fire, unless cancelled; then finishes the task if that was its last run.
+    private func runOnce() {
+        let body = self.state.withLock { state -> (@Sendable (LoopScheduledTask) -> Void)? in
+            guard !state.isCancelled, let body = state.body else { return nil }
+            state.isRunning = true
+            return body
+        }
+        guard let body else { return }
+        body(self)
+        let (completions, finished) = self.state.withLock { state -> ([@Sendable () -> Void], Bool) in
+            state.isRunning = false
+            if !self.repeats {
+                state.body = nil  // ran once: nothing keeps its captures alive
+            }
+            defer { state.completions = [] }
+            return (state.completions, !self.repeats || state.isCancelled)
+        }
+        if finished {
+            self.pending.withLock { $0 = nil }
+        }
+        for completion in completions {
+            completion()
+        }
+    }
+
+    /// Puts the task's timer on `loop`, in `modes`.
+    func schedule(on loop: Loop, inModes modes: [LoopMode]) {
+        for mode in modes {
+            loop.add(self.timer, forMode: mode)
+        }
+    }
+}
+
+extension Loop {
+    /// Runs `task` once on the loop's thread after `delay`, while the loop runs one of `modes`. Any thread.
+    ///
+    /// - Returns: A handle whose `cancel(_:)` stops the task and releases the closure at once.
+    @discardableResult
+    public func schedule(
+        after delay: Duration,
+        inModes modes: [LoopMode] = [.common],
+        _ task: @escaping @Sendable () -> Void
+    ) -> LoopScheduledTask {
+        loopPrecondition(delay >= .zero, "Loop.schedule(after:inModes:_:): the delay is negative (\(delay))")
+        return self.schedule(at: self.now + delay, inModes: modes, task)
+    }
+
+    /// Runs `task` once on the loop's thread at `instant` (at the next pass if it has passed). Any thread.
+    @discardableResult
+    public func schedule(
+        at instant: LoopInstant,
+        inModes modes: [LoopMode] = [.common],
+        _ task: @escaping @Sendable () -> Void
+    ) -> LoopScheduledTask {
+        loopPrecondition(!modes.isEmpty, "Loop.schedule(at:inModes:_:): the list of modes is empty")
+        let scheduled = LoopScheduledTask(fireAt: instant, interval: .zero, repeats: false) { _ in task() }
+        scheduled.schedule(on: self, inModes: modes)
+        return scheduled
+    }
+
+    /// Runs `task` on the loop's thread every `interval`, the first time after `initialDelay`; missed slots are
+    /// skipped, as a repeating timer's. Any thread.
+    ///
+    /// - Returns: A handle whose `cancel(_:)` stops the task; its completion is called after the last run ends.
+    /// - Precondition: `interval` is greater than zero; `initialDelay` is not negative.
+    @discardableResult
+    public func scheduleRepeating(
+        initialDelay: Duration,
+        every interval: Duration,
+        inModes modes: [LoopMode] = [.common],
+        _ task: @escaping @Sendable (LoopScheduledTask) -> Void
+    ) -> LoopScheduledTask {
+        loopPrecondition(interval > .zero,
+                         "Loop.scheduleRepeating(initialDelay:every:inModes:_:): the interval must be greater than zero")
+        loopPrecondition(initialDelay >= .zero,
+                         "Loop.scheduleRepeating(initialDelay:every:inModes:_:): the initial delay is negative")
+        loopPrecondition(!modes.isEmpty, "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes")
+        let scheduled = LoopScheduledTask(fireAt: self.now + initialDelay, interval: interval, repeats: true, body: task)
+        scheduled.schedule(on: self, inModes: modes)
+        return scheduled
+    }
+
+    /// When the next timer of `mode` is due (Foundation's `RunLoop.limitDate(forMode:)`), or `nil` when the mode has
+    /// no timer. Loop thread.
+    @available(*, noasync)
+    public func nextTimerDate(forMode mode: LoopMode) -> LoopInstant? {
+        self.preconditionIsCurrent("Loop.nextTimerDate(forMode:)")
+        loopPrecondition(mode != .common, "Loop.nextTimerDate(forMode:): `common` is a pseudo-mode; ask a real mode")
+        self.applyControlMessages()
+        return self.modeItemsByMode[mode].flatMap { self.nextTimerWake(in: $0) }
+    }
+
+    /// An executor that runs jobs on this loop in its common modes: an actor whose `unownedExecutor` is this one
+    /// runs on the loop's thread. Any thread.
+    public var executor: LoopExecutor {
+        LoopExecutor(loop: self, modes: [.common])
+    }
+}

@@ -1,0 +1,81 @@
+import Testing
+@testable import LoopKit
+
+/// Scheduled tasks on a loop: delays and instants on a manual clock, cancellation that releases the closure at once
+/// and reports completion, a mode's next timer date, the loop's executor.
+@Suite("Scheduled tasks")
+struct ScheduledTaskTests {
+    final class Payload: Sendable {}
+
+    @Test func aTaskRunsOnceAfterItsDelayEvenWhenTheHandleIsDropped() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let ran = Recorder<LoopInstant>()
+        let start = clock.now
+        loop.schedule(after: .milliseconds(30)) { ran.append(clock.now) }
+        #expect(loop.run(mode: .default, before: start + .seconds(1)) == .finished)
+        #expect(ran.elements == [start + .milliseconds(30)])
+    }
+
+    @Test func aTaskCancelledBeforeItRunsNeverRunsAndItsCapturesAreFreedAtOnce() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let ran = Recorder<Int>()
+        let completions = Recorder<Int>()
+        weak var weakPayload: Payload?
+        let task: LoopScheduledTask
+        do {
+            let payload = Payload()
+            weakPayload = payload
+            task = loop.schedule(at: clock.now + .milliseconds(10)) { _ = payload; ran.append(1) }
+        }
+        task.cancel { completions.append(1) }
+        #expect(weakPayload == nil)
+        #expect(completions.elements == [1])
+        #expect(task.isCancelled)
+        loop.run(mode: .default, before: clock.now + .seconds(1))
+        #expect(ran.elements.isEmpty)
+    }
+
+    @Test func aRepeatingTaskCancelledFromItsOwnRunReportsCompletionAfterThatRun() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let trace = Recorder<String>()
+        loop.scheduleRepeating(initialDelay: .milliseconds(5), every: .milliseconds(10)) { task in
+            trace.append("run")
+            if trace.count == 3 {
+                task.cancel { trace.append("finished") }
+                trace.append("cancelled")
+            }
+        }
+        #expect(loop.run(mode: .default, before: clock.now + .seconds(1)) == .finished)
+        #expect(trace.elements == ["run", "run", "run", "cancelled", "finished"])
+    }
+
+    @Test func theNextTimerDateOfAModeIsItsEarliestTimer() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        #expect(loop.nextTimerDate(forMode: .default) == nil)
+        loop.schedule(after: .seconds(5)) {}
+        loop.add(LoopTimer(fireAt: clock.now + .seconds(2)) { _ in }, forMode: .default)
+        #expect(loop.nextTimerDate(forMode: .default) == clock.now + .seconds(2))
+        #expect(loop.nextTimerDate(forMode: .tracking) == clock.now + .seconds(5))
+    }
+
+    @Test func anActorOnTheLoopsExecutorRunsOnTheLoopsThread() async throws {
+        let thread = try LoopThread(name: "actor-test")
+        actor Counter {
+            let executor: LoopExecutor
+            nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
+            init(executor: LoopExecutor) { self.executor = executor }
+            func onLoopThread() -> Bool { self.executor.loop.isCurrent }
+        }
+        let counter = Counter(executor: thread.loop.executor)
+        #expect(await counter.onLoopThread())
+        thread.shutdownAndJoin()
+    }
+}
