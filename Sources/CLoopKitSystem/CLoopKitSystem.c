@@ -230,25 +230,33 @@ int64_t cloopkit_scheduler_slice(void) {
 }
 
 #define CLOOPKIT_MAX_SIGNAL 65
+#define CLOOPKIT_SIGNAL_SLOTS 16
 
-// Per signal: the write end of the pipe to notify, plus one (0: no LoopKit handler), so that the zero-initialized
-// table needs no setup and two first installs cannot race on it; the delivery count; the disposition replaced.
-static _Atomic int cloopkit_signal_fds[CLOOPKIT_MAX_SIGNAL];
-static _Atomic uint64_t cloopkit_signal_counts[CLOOPKIT_MAX_SIGNAL];
+// Per signal, per slot (one per LoopSignalSource): the write end of the source's pipe plus one (0: a free slot), so
+// that the zero-initialized table needs no setup; the deliveries the source has not taken yet. Per signal: the
+// disposition replaced by the first source, given back when the last one goes, and how many slots are taken.
+static _Atomic int cloopkit_signal_fds[CLOOPKIT_MAX_SIGNAL][CLOOPKIT_SIGNAL_SLOTS];
+static _Atomic uint64_t cloopkit_signal_counts[CLOOPKIT_MAX_SIGNAL][CLOOPKIT_SIGNAL_SLOTS];
 static struct sigaction cloopkit_signal_previous[CLOOPKIT_MAX_SIGNAL];
-// Per signal: how many handler calls are between reading the descriptor and finishing their write, so that
+static int cloopkit_signal_users[CLOOPKIT_MAX_SIGNAL];
+// Installs and uninstalls take this lock (never the handler), so that the first install and the last uninstall of a
+// signal cannot race on its disposition.
+static pthread_mutex_t cloopkit_signal_lock = PTHREAD_MUTEX_INITIALIZER;
+// Per signal: how many handler calls are between reading a descriptor and finishing their write, so that
 // uninstalling can wait for them before the caller closes the pipe (a late write must never reach a reused number).
 static _Atomic int cloopkit_signal_writers[CLOOPKIT_MAX_SIGNAL];
 
 static void cloopkit_signal_handler(int signo) {
     int saved = errno;  // the interrupted code may be about to read errno
     if (signo > 0 && signo < CLOOPKIT_MAX_SIGNAL) {
-        atomic_fetch_add(&cloopkit_signal_counts[signo], 1);
-        atomic_fetch_add(&cloopkit_signal_writers[signo], 1);  // before the load: see cloopkit_signal_uninstall
-        int fd = atomic_load(&cloopkit_signal_fds[signo]) - 1;
-        if (fd >= 0) {
-            char byte = 1;
-            (void)write(fd, &byte, 1);  // non-blocking: a full pipe already wakes the loop
+        atomic_fetch_add(&cloopkit_signal_writers[signo], 1);  // before the loads: see cloopkit_signal_uninstall
+        for (int slot = 0; slot < CLOOPKIT_SIGNAL_SLOTS; slot++) {
+            int fd = atomic_load(&cloopkit_signal_fds[signo][slot]) - 1;
+            if (fd >= 0) {
+                atomic_fetch_add(&cloopkit_signal_counts[signo][slot], 1);
+                char byte = 1;
+                (void)write(fd, &byte, 1);  // non-blocking: a full pipe already wakes the loop
+            }
         }
         atomic_fetch_sub(&cloopkit_signal_writers[signo], 1);
     }
@@ -260,42 +268,62 @@ int cloopkit_signal_install(int signo, int write_fd) {
         errno = EINVAL;
         return -1;
     }
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&cloopkit_signal_fds[signo], &expected, write_fd + 1)) {
-        errno = EBUSY;
+    pthread_mutex_lock(&cloopkit_signal_lock);
+    int slot = 0;
+    while (slot < CLOOPKIT_SIGNAL_SLOTS && atomic_load(&cloopkit_signal_fds[signo][slot]) != 0) {
+        slot++;
+    }
+    if (slot == CLOOPKIT_SIGNAL_SLOTS) {
+        pthread_mutex_unlock(&cloopkit_signal_lock);
+        errno = EBUSY;  // every slot of this signal is taken
         return -1;
     }
-    atomic_store(&cloopkit_signal_counts[signo], 0);
-    struct sigaction action;
-    action.sa_handler = cloopkit_signal_handler;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
-    if (sigaction(signo, &action, &cloopkit_signal_previous[signo]) != 0) {
-        int saved = errno;
-        atomic_store(&cloopkit_signal_fds[signo], 0);
-        errno = saved;
-        return -1;
+    atomic_store(&cloopkit_signal_counts[signo][slot], 0);
+    atomic_store(&cloopkit_signal_fds[signo][slot], write_fd + 1);
+    if (cloopkit_signal_users[signo] == 0) {
+        struct sigaction action;
+        action.sa_handler = cloopkit_signal_handler;
+        sigemptyset(&action.sa_mask);
+        action.sa_flags = SA_RESTART;
+        if (sigaction(signo, &action, &cloopkit_signal_previous[signo]) != 0) {
+            int saved = errno;
+            atomic_store(&cloopkit_signal_fds[signo][slot], 0);
+            pthread_mutex_unlock(&cloopkit_signal_lock);
+            errno = saved;
+            return -1;
+        }
     }
-    return 0;
+    cloopkit_signal_users[signo] += 1;
+    pthread_mutex_unlock(&cloopkit_signal_lock);
+    return slot;
 }
 
-void cloopkit_signal_uninstall(int signo) {
-    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || atomic_load(&cloopkit_signal_fds[signo]) == 0) {
+void cloopkit_signal_uninstall(int signo, int slot) {
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || slot < 0 || slot >= CLOOPKIT_SIGNAL_SLOTS) {
         return;
     }
-    (void)sigaction(signo, &cloopkit_signal_previous[signo], NULL);  // what was there before, e.g. SIG_IGN
-    atomic_store(&cloopkit_signal_fds[signo], 0);
+    pthread_mutex_lock(&cloopkit_signal_lock);
+    if (atomic_load(&cloopkit_signal_fds[signo][slot]) == 0) {
+        pthread_mutex_unlock(&cloopkit_signal_lock);
+        return;
+    }
+    cloopkit_signal_users[signo] -= 1;
+    if (cloopkit_signal_users[signo] == 0) {
+        (void)sigaction(signo, &cloopkit_signal_previous[signo], NULL);  // what was there before, e.g. SIG_IGN
+    }
+    atomic_store(&cloopkit_signal_fds[signo][slot], 0);
+    pthread_mutex_unlock(&cloopkit_signal_lock);
     // A handler that counted itself in before the store may still write to the old descriptor: wait it out (a few
-    // instructions and one non-blocking write). One that counts itself in after the store reads 0 and writes nothing.
+    // instructions and non-blocking writes). One that counts itself in after the store reads 0 and writes nothing.
     // Sequentially consistent atomics order the two sides.
     while (atomic_load(&cloopkit_signal_writers[signo]) != 0) {
         sched_yield();
     }
 }
 
-uint64_t cloopkit_signal_take(int signo) {
-    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL) {
+uint64_t cloopkit_signal_take(int signo, int slot) {
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || slot < 0 || slot >= CLOOPKIT_SIGNAL_SLOTS) {
         return 0;
     }
-    return atomic_exchange(&cloopkit_signal_counts[signo], 0);
+    return atomic_exchange(&cloopkit_signal_counts[signo][slot], 0);
 }

@@ -5,7 +5,9 @@
 /// completion handed to `cancel(_:)` is called once the task has finished for good: at once if it is not running,
 /// else on the loop's thread when its current run returns; a task that already ran to its end (a one-shot task that
 /// ran) calls it at once too. Every member is safe from any thread; the closure runs on the loop's thread.
-public final class LoopScheduledTask: Sendable {
+// @unchecked Sendable: `state` is a lock; `timer` is written once, before the task is published, and a weak
+// reference's loads are atomic.
+public final class LoopScheduledTask: @unchecked Sendable {
     private struct State {
         var body: (@Sendable (LoopScheduledTask) -> Void)?
         var isRunning = false
@@ -15,21 +17,24 @@ public final class LoopScheduledTask: Sendable {
 
     private let state: LoopLock<State>
     private let repeats: Bool
-    private let timer: LoopTimer
-    /// The task, as its timer's closure sees it: the loop keeps a task it holds alive until the task has finished,
-    /// even if the caller drops the handle; emptied when it finishes, which breaks the cycle.
-    private let pending: LoopLock<LoopScheduledTask?>
+    /// The task's timer, held weakly: the loop holds the timer, whose closure holds this task, so a task whose handle
+    /// was dropped lives exactly as long as its timer is scheduled.
+    private weak var timer: LoopTimer?
 
-    init(fireAt instant: LoopInstant, interval: Duration, repeats: Bool,
-         body: @escaping @Sendable (LoopScheduledTask) -> Void) {
+    private init(repeats: Bool, body: @escaping @Sendable (LoopScheduledTask) -> Void) {
         self.state = LoopLock(State(body: body))
         self.repeats = repeats
-        let pending = LoopLock<LoopScheduledTask?>(nil)
-        self.pending = pending
-        self.timer = LoopTimer(fireAt: instant, interval: repeats ? interval : .zero, repeats: repeats) { _ in
-            pending.withLock { $0 }?.runOnce()
+    }
+
+    /// A task and the timer that runs it (the caller adds the timer to its loop).
+    static func make(fireAt instant: LoopInstant, interval: Duration, repeats: Bool,
+                     body: @escaping @Sendable (LoopScheduledTask) -> Void) -> (LoopScheduledTask, LoopTimer) {
+        let task = LoopScheduledTask(repeats: repeats, body: body)
+        let timer = LoopTimer(fireAt: instant, interval: repeats ? interval : .zero, repeats: repeats) { _ in
+            task.runOnce()
         }
-        pending.withLock { $0 = self }
+        task.timer = timer
+        return (task, timer)
     }
 
     /// Whether `cancel` was called. Any thread.
@@ -49,8 +54,7 @@ public final class LoopScheduledTask: Sendable {
             return (released, false)
         }
         _ = released  // dropped here, outside the lock: its captures may run deinits
-        self.timer.invalidate()
-        self.pending.withLock { $0 = nil }
+        self.timer?.invalidate()
         if callNow {
             completion?()
         }
@@ -65,26 +69,16 @@ public final class LoopScheduledTask: Sendable {
         }
         guard let body else { return }
         body(self)
-        let (completions, finished) = self.state.withLock { state -> ([@Sendable () -> Void], Bool) in
+        let completions = self.state.withLock { state -> [@Sendable () -> Void] in
             state.isRunning = false
             if !self.repeats {
                 state.body = nil  // ran once: nothing keeps its captures alive
             }
             defer { state.completions = [] }
-            return (state.completions, !self.repeats || state.isCancelled)
-        }
-        if finished {
-            self.pending.withLock { $0 = nil }
+            return state.completions
         }
         for completion in completions {
             completion()
-        }
-    }
-
-    /// Puts the task's timer on `loop`, in `modes`.
-    func schedule(on loop: Loop, inModes modes: [LoopMode]) {
-        for mode in modes {
-            loop.add(self.timer, forMode: mode)
         }
     }
 }
@@ -111,8 +105,10 @@ extension Loop {
         _ task: @escaping @Sendable () -> Void
     ) -> LoopScheduledTask {
         loopPrecondition(!modes.isEmpty, "Loop.schedule(at:inModes:_:): the list of modes is empty")
-        let scheduled = LoopScheduledTask(fireAt: instant, interval: .zero, repeats: false) { _ in task() }
-        scheduled.schedule(on: self, inModes: modes)
+        let (scheduled, timer) = LoopScheduledTask.make(fireAt: instant, interval: .zero, repeats: false) { _ in task() }
+        for mode in modes {
+            self.add(timer, forMode: mode)
+        }
         return scheduled
     }
 
@@ -133,8 +129,11 @@ extension Loop {
         loopPrecondition(initialDelay >= .zero,
                          "Loop.scheduleRepeating(initialDelay:every:inModes:_:): the initial delay is negative")
         loopPrecondition(!modes.isEmpty, "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes")
-        let scheduled = LoopScheduledTask(fireAt: self.now + initialDelay, interval: interval, repeats: true, body: task)
-        scheduled.schedule(on: self, inModes: modes)
+        let (scheduled, timer) = LoopScheduledTask.make(fireAt: self.now + initialDelay, interval: interval,
+                                                        repeats: true, body: task)
+        for mode in modes {
+            self.add(timer, forMode: mode)
+        }
         return scheduled
     }
 

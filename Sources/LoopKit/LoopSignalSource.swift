@@ -2,21 +2,30 @@ import Synchronization
 
 /// Delivers a process signal (SIGINT, SIGTERM, SIGHUP, ...) to a loop as a source.
 ///
-/// While the source exists, the signal is caught by a handler that counts each delivery and writes to a pipe; a
-/// descriptor source on that pipe calls `handler` on the loop's thread with the number of deliveries since its last
-/// call. Signals that arrive close together coalesce into one call, but none that reaches the process is lost: the
-/// count says how many (the kernel itself merges a standard signal sent again while still pending). The handler is
-/// installed before `init` returns, so a signal raised right after is counted.
+/// While the source is valid, the signal is caught by a handler that counts each delivery and writes to the source's
+/// pipe; a descriptor source on that pipe calls `handler` on the loop's thread with the number of deliveries since its
+/// last call. Signals that arrive close together coalesce into one call, but none that reaches the process is lost:
+/// the count says how many (the kernel itself merges a standard signal sent again while still pending). The handler
+/// is installed before `init` returns, so a signal raised right after is counted.
 ///
-/// One source per signal at a time. `invalidate()` is safe from any thread; it gives the signal back the disposition it
-/// had before (its default action, or `SIG_IGN` under nohup, or another handler).
-// @unchecked Sendable: every stored property is immutable; `pipe` and `source` are themselves thread-safe.
+/// Several sources may watch one signal, on one loop or on several: each sees every delivery. The loop keeps a valid
+/// source alive, so `_ = try LoopSignalSource(...)` keeps working until `invalidate()`. When the last source of a
+/// signal is invalidated, the signal gets back the disposition it had before the first (its default action, or
+/// `SIG_IGN` under nohup, or another handler). `invalidate()` is safe from any thread.
+// @unchecked Sendable: every stored property is immutable or a lock (a weak reference's loads are atomic); `pipe` and
+// `source` are themselves thread-safe.
 public final class LoopSignalSource: @unchecked Sendable {
     /// The signal number.
     public let signal: CInt
 
     private let pipe: WakeupPipe
-    private let source: LoopDescriptorSource
+    private let slot: CInt
+    private let isInstalled = LoopLock(true)
+    /// The descriptor source on the pipe, held weakly: the loop holds it (and, through its handler and `live`, this
+    /// source) while it is in a mode, so nothing holds this source once the loop lets go of it.
+    private weak var source: LoopDescriptorSource?
+    /// This source, as its descriptor source's handler sees it: the loop keeps a valid source alive through it.
+    private let live: LoopLock<LoopSignalSource?>
 
     /// Starts delivering `signal` to `loop` in `modes`. Any thread.
     ///
@@ -26,7 +35,7 @@ public final class LoopSignalSource: @unchecked Sendable {
     ///   - modes: Where the handler may run; `.common` by default, so that a drag does not hold off a Ctrl-C.
     ///   - handler: Runs on the loop's thread with the number of deliveries since its last call (at least 1).
     /// - Throws: `SystemCallError` when the pipe cannot be created, or `sigaction` refuses the signal (`EINVAL`: it
-    ///   cannot be caught; `EBUSY`: another `LoopSignalSource` handles it).
+    ///   cannot be caught; `EBUSY`: 16 sources already watch it).
     public init(
         signal: CInt,
         loop: Loop,
@@ -34,18 +43,24 @@ public final class LoopSignalSource: @unchecked Sendable {
         _ handler: @escaping (Int) -> Void
     ) throws(SystemCallError) {
         let pipe = try WakeupPipe()
-        try ProcessSignals.install(signal, notifying: pipe)
+        let slot = try ProcessSignals.install(signal, notifying: pipe)
+        let live = LoopLock<LoopSignalSource?>(nil)
         self.signal = signal
         self.pipe = pipe
-        self.source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+        self.slot = slot
+        self.live = live
+        let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+            guard live.withLock({ $0 }) != nil else { return }
             pipe.drain()
-            let count = ProcessSignals.takeCount(signal)
+            let count = ProcessSignals.takeCount(signal, slot: slot)
             if count > 0 {
                 handler(count)
             }
         }
+        self.source = source
+        live.withLock { $0 = self }
         for mode in modes {
-            loop.add(self.source, forMode: mode)
+            loop.add(source, forMode: mode)
         }
     }
 
@@ -53,12 +68,27 @@ public final class LoopSignalSource: @unchecked Sendable {
         self.invalidate()
     }
 
-    /// Stops delivering: the handler is not called again, and the signal gets back the disposition it had before.
-    /// Any thread; twice does nothing.
+    /// Whether the source still delivers its signal. Any thread.
+    public var isValid: Bool {
+        self.isInstalled.withLock { $0 }
+    }
+
+    /// Stops delivering: the handler is not called again, and if this was the signal's last source, the signal gets
+    /// back the disposition it had before. Any thread; twice does nothing.
     public func invalidate() {
-        guard self.source.isValid else { return }
-        ProcessSignals.uninstall(self.signal)
-        self.source.invalidate()
+        let wasInstalled = self.isInstalled.withLock { installed -> Bool in
+            defer { installed = false }
+            return installed
+        }
+        guard wasInstalled else { return }
+        ProcessSignals.uninstall(self.signal, slot: self.slot)
+        self.source?.invalidate()
+        // Released after the lock, never inside it: the last reference may be this one.
+        let released = self.live.withLock { live -> LoopSignalSource? in
+            defer { live = nil }
+            return live
+        }
+        _ = released
     }
 
     /// Sends `signal` to this process (`kill(getpid(), signal)`: any thread that does not block it takes it).

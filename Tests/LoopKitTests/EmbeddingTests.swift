@@ -121,19 +121,53 @@ struct EmbeddingTests {
         #expect(counts.elements == [1])
     }
 
-    @Test func aSecondSourceForTheSameSignalOrAnUncatchableSignalIsAThrownError() throws {
+    @Test func severalSourcesOfOneSignalOnTwoLoopsAllSeeIt() throws {
+        let first = try Loop()
+        defer { first.invalidate() }
+        let second = try Loop()
+        defer { second.invalidate() }
+        let seen = Recorder<String>()
+        let sources = try [
+            LoopSignalSource(signal: SIGWINCH, loop: first) { _ in seen.append("first a") },
+            LoopSignalSource(signal: SIGWINCH, loop: first) { _ in seen.append("first b") },
+            LoopSignalSource(signal: SIGWINCH, loop: second) { _ in seen.append("second") },
+        ]
+        defer { for source in sources { source.invalidate() } }
+        LoopSignalSource.sendToThisProcess(SIGWINCH)
+        let start = first.now
+        while seen.count < 3, first.now < start + .seconds(30) {
+            first.run(mode: .default, before: first.now + .milliseconds(10))
+            second.run(mode: .default, before: second.now + .milliseconds(10))
+        }
+        #expect(Set(seen.elements) == ["first a", "first b", "second"])
+    }
+
+    @Test func aSourceWhoseHandleIsDroppedKeepsDeliveringUntilInvalidated() throws {
         let loop = try Loop()
         defer { loop.invalidate() }
-        let first = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
-        defer { first.invalidate() }
-        #expect(throws: SystemCallError(call: "sigaction", code: EBUSY)) {
-            _ = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
+        let seen = Recorder<Int>()
+        weak var weakSource: LoopSignalSource?
+        do {
+            weakSource = try LoopSignalSource(signal: SIGUSR2, loop: loop) { seen.append($0) }
         }
+        #expect(weakSource != nil)  // the loop keeps it
+        LoopSignalSource.sendToThisProcess(SIGUSR2)
+        let start = loop.now
+        while seen.count < 1, loop.now < start + .seconds(30) {
+            loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+        }
+        #expect(seen.elements == [1])
+        weakSource?.invalidate()
+        #expect(weakSource == nil)
+    }
+
+    @Test func anUncatchableSignalIsAThrownError() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
         #expect(throws: SystemCallError(call: "sigaction", code: EINVAL)) {
             _ = try LoopSignalSource(signal: SIGKILL, loop: loop) { _ in }
         }
-        first.invalidate()
-        let again = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
-        again.invalidate()
+        let source = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
+        source.invalidate()
     }
 }

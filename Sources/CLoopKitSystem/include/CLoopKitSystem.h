@@ -61,17 +61,18 @@ void cloopkit_set_thread_name(const char *name);
 /// error number (pthread_getname_np(3)).
 int cloopkit_thread_name(char *buffer, unsigned long size);
 
-/// Installs a handler for `signo` that counts each delivery and writes a byte to `write_fd` (sigaction(2) with
-/// `SA_RESTART`). Returns 0, or -1 with errno set (`EINVAL` for a signal that cannot be caught or is out of range,
-/// `EBUSY` when the signal already has a LoopKit handler).
+/// Adds a listener for `signo`: each delivery is counted for it and writes a byte to `write_fd`. The first listener
+/// of a signal installs the handler (sigaction(2) with `SA_RESTART`). Returns the listener's slot (0 or more), or -1
+/// with errno set (`EINVAL` for a signal that cannot be caught or is out of range, `EBUSY` when the signal already
+/// has 16 listeners).
 int cloopkit_signal_install(int signo, int write_fd);
 
-/// Gives `signo` back the disposition it had before `cloopkit_signal_install` and forgets its descriptor. Returns once
-/// no handler call can still write to that descriptor, so the caller may close it.
-void cloopkit_signal_uninstall(int signo);
+/// Removes the listener in `slot`; the last listener of `signo` gives it back the disposition it had before the
+/// first. Returns once no handler call can still write to the listener's descriptor, so the caller may close it.
+void cloopkit_signal_uninstall(int signo, int slot);
 
-/// The deliveries of `signo` counted since the last call.
-uint64_t cloopkit_signal_take(int signo);
+/// The deliveries of `signo` counted for the listener in `slot` since the last call.
+uint64_t cloopkit_signal_take(int signo, int slot);
 
 /// Lowers the calling thread's timer slack to `nanoseconds` (prctl(PR_SET_TIMERSLACK)); 0 where unsupported.
 int cloopkit_set_timer_slack(unsigned long nanoseconds);
