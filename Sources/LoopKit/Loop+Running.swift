@@ -97,6 +97,7 @@ extension Loop {
         }
         ready.removeAll()  // keeps no source alive past the pass
         didWork = self.performBlocks(in: mode) || didWork || sourceHandled
+        self.consumeWakeUp()
 
         let result = self.result(of: mode, until: deadline, sourceHandled: sourceHandled,
                                  returnAfterSourceHandled: returnAfterSourceHandled)
@@ -176,18 +177,25 @@ extension Loop {
             let wake = min(self.nextTimerWake(in: items) ?? .distantFuture, deadline)
             self.waitGeneration &+= 1
             let outcome = self.waiter.wait(for: items, until: wake, into: &ready)
-            let hadArrivals = self.state.withLock { $0.endWait(consumedWakeUp: outcome.consumedWakeUp) }
-            let isStale = outcome.consumedWakeUp && !hadArrivals && ready.isEmpty && self.clock.now < wake
+            let hadArrivals = self.state.withLock { $0.endWait() }
+            let isStale = outcome.isWokenByChannel && !hadArrivals && ready.isEmpty && self.clock.now < wake
             if !isStale {
                 return true
             }
+            self.consumeWakeUp()
         }
     }
 
     /// Looks at the mode's descriptors and the wake-up channel without waiting.
     private func look(in items: ModeItems, into ready: inout [(LoopDescriptorSource, DescriptorEvents)]) {
         self.waitGeneration &+= 1
-        if self.waiter.wait(for: items, until: nil, into: &ready).consumedWakeUp {
+        _ = self.waiter.wait(for: items, until: nil, into: &ready)
+    }
+
+    /// Reads a wake-up that a wait found, once the pass has taken the work it announced (a producer writes no other
+    /// byte until then, so none is lost).
+    private func consumeWakeUp() {
+        if self.waiter.consumeWakeUp() {
             self.state.withLock { $0.noteWakeUpConsumed() }
         }
     }

@@ -72,10 +72,11 @@ struct ScriptedWaitTests {
         let (loop, waiter, trace) = self.makeLoop()
         loop.add(LoopTimer(interval: .milliseconds(10)) { _ in trace.append("timer") }, forMode: .default)
         // The first wait ends at once on a wake-up for work that is no longer there; the second reaches the timer.
-        waiter.script = [ScriptedWaiter.Step(elapsed: .milliseconds(1), consumedWakeUp: true)]
+        waiter.script = [ScriptedWaiter.Step(elapsed: .milliseconds(1), wokenByChannel: true)]
         #expect(loop.run(mode: .default, before: loop.now + .seconds(1)) == .finished)
         #expect(trace.elements == ["beforeWaiting", "afterWaiting", "timer"])
         #expect(waiter.deadlines.count == 2)
+        #expect(waiter.consumedWakeUps == 1)
         #expect(loop.counters.emptyWakeUps == 0)
     }
 

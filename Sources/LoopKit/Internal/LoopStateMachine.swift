@@ -157,20 +157,17 @@ struct LoopStateMachine {
         return true
     }
 
-    /// Ends the wait that `beginWait()` announced. `consumedWakeUp`: the wait read a byte from the wake-up channel.
+    /// Ends the wait that `beginWait()` announced.
     ///
     /// - Returns: Whether anything arrived during the wait. When the wait ended only because of the wake-up channel
     ///   and nothing arrived, the byte was stale (written for work that the loop took before it slept), and the
-    ///   loop waits again without a pass.
-    mutating func endWait(consumedWakeUp: Bool) -> Bool {
+    ///   loop consumes it and waits again without a pass.
+    mutating func endWait() -> Bool {
         self.isWaiting = false
-        if consumedWakeUp {
-            self.isWakeUpInFlight = false
-        }
         return self.hasArrivalsSinceWaitBegan
     }
 
-    /// A look (a refused wait) read a byte from the wake-up channel.
+    /// The loop read the byte from the wake-up channel: the next arrival during a wait writes again.
     mutating func noteWakeUpConsumed() {
         self.isWakeUpInFlight = false
     }

@@ -13,8 +13,9 @@ import Synchronization
 /// only.
 protocol LoopWaiter: AnyObject, Sendable {
     /// Waits until a descriptor source of `items` is ready, `deadline` passes (`.distantFuture`: never) or
-    /// `wakeUp()` is called; with `deadline` `nil`, only looks. A signal does not end the wait. Reads the wake-up
-    /// channel if it was readable.
+    /// `wakeUp()` is called; with `deadline` `nil`, only looks. A signal does not end the wait. A readable wake-up
+    /// channel is reported, not read: the loop consumes it with `consumeWakeUp()` once the pass has taken the work it
+    /// announced, so that the work runs one system call sooner.
     ///
     /// Appends the ready sources, with the events they have, to `ready`, in `(order, sequence)` order.
     func wait(
@@ -25,6 +26,11 @@ protocol LoopWaiter: AnyObject, Sendable {
 
     /// Ends the current wait, or the next one if none is under way. Any thread.
     func wakeUp()
+
+    /// Reads the wake-up channel if a wait or look found it readable and nothing has read it since.
+    ///
+    /// - Returns: Whether a wake-up was read.
+    func consumeWakeUp() -> Bool
 
     /// `source`'s watched events changed: bring registrations up to date before the next wait. Any thread.
     func noteNewEvents(of source: LoopDescriptorSource)
@@ -44,8 +50,8 @@ protocol LoopWaiter: AnyObject, Sendable {
 
 /// What a wait found besides the ready descriptors.
 struct WaitOutcome: Equatable {
-    /// The wait read a wake-up from the channel.
-    var consumedWakeUp = false
+    /// The wait found the wake-up channel readable (and left it for `consumeWakeUp()`).
+    var isWokenByChannel = false
 }
 
 /// How many waits a waiter made, how many could block, and its wake-up channel's traffic; written on the loop's

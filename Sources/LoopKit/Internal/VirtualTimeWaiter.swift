@@ -25,7 +25,7 @@ final class VirtualTimeWaiter: LoopWaiter {  // checked Sendable: both stored pr
         let start = ready.count
         // A wait whose deadline has passed: it only looks, but through the same registrations as a real sleep.
         let outcome = self.base.wait(for: items, until: min(self.clock.now, deadline), into: &ready)
-        if ready.count == start && !outcome.consumedWakeUp {
+        if ready.count == start && !outcome.isWokenByChannel {
             self.clock.advance(to: deadline)
         }
         return outcome
@@ -33,6 +33,10 @@ final class VirtualTimeWaiter: LoopWaiter {  // checked Sendable: both stored pr
 
     func wakeUp() {
         self.base.wakeUp()
+    }
+
+    func consumeWakeUp() -> Bool {
+        self.base.consumeWakeUp()
     }
 
     func noteNewEvents(of source: LoopDescriptorSource) {

@@ -32,6 +32,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// Modes whose descriptors epoll refused once: they are polled directly from then on.
     private var refusedModes: Set<ObjectIdentifier> = []
     private var sourcesWithNewEventsScratch: [LoopDescriptorSource] = []
+    /// The last wait or look found the wake-up pipe readable, and it has not been drained since.
+    private var hasUnreadWakeUp = false
     /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it.
     var largeModeThreshold = PollWaiter.defaultLargeModeThreshold
     static let defaultLargeModeThreshold = 32
@@ -52,6 +54,14 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     func wakeUp() {
         self.counts.wakeUpWrites.wrappingAdd(1, ordering: .relaxed)
         self.wakeupPipe.notify()
+    }
+
+    func consumeWakeUp() -> Bool {
+        guard self.hasUnreadWakeUp else { return false }
+        self.hasUnreadWakeUp = false
+        self.counts.wakeUpDrains.wrappingAdd(1, ordering: .relaxed)
+        self.wakeupPipe.drain()
+        return true
     }
 
     func noteNewEvents(of source: LoopDescriptorSource) {
@@ -178,9 +188,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         var outcome = WaitOutcome()
         guard readyCount > 0 else { return outcome }
         if !self.poller.events(at: 0).isEmpty {
-            self.counts.wakeUpDrains.wrappingAdd(1, ordering: .relaxed)
-            self.wakeupPipe.drain()
-            outcome.consumedWakeUp = true
+            self.hasUnreadWakeUp = true
+            outcome.isWokenByChannel = true
         }
         // A readable deadline timer needs nothing: the timers' phase fires what is due; the next arming clears it.
         let firstSource = deadlineTimer == nil ? 1 : 2

@@ -10,7 +10,7 @@ final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
         /// How far the clock moves during the wait (`nil`: to the wait's deadline).
         var elapsed: Duration?
         /// Whether the wait found a wake-up in the channel.
-        var consumedWakeUp = false
+        var wokenByChannel = false
     }
 
     let clock: SteppingClock
@@ -18,6 +18,8 @@ final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
     var script: [Step] = []
     private(set) var deadlines: [LoopInstant?] = []
     private let wakeUps = Atomic<Int>(0)
+    private var hasUnreadWakeUp = false
+    private(set) var consumedWakeUps = 0
 
     init(clock: SteppingClock) {
         self.clock = clock
@@ -37,11 +39,19 @@ final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
         let elapsed = step.elapsed ?? (deadline == .distantFuture ? .zero : deadline - now)
         self.clock.advance(by: Int64(elapsed.components.seconds) * 1_000_000_000
                            + Int64(elapsed.components.attoseconds / 1_000_000_000))
-        return WaitOutcome(consumedWakeUp: step.consumedWakeUp)
+        self.hasUnreadWakeUp = step.wokenByChannel
+        return WaitOutcome(isWokenByChannel: step.wokenByChannel)
     }
 
     func wakeUp() {
         self.wakeUps.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    func consumeWakeUp() -> Bool {
+        guard self.hasUnreadWakeUp else { return false }
+        self.hasUnreadWakeUp = false
+        self.consumedWakeUps += 1
+        return true
     }
 
     func noteNewEvents(of source: LoopDescriptorSource) {}
