@@ -32,6 +32,19 @@ extension Loop {
         return handled
     }
 
+    /// Runs every source still signalled, whatever mode it is in: a thread's final drain, so that a signal made
+    /// before a shutdown is not lost. Loop thread.
+    func performRemainingSignalledSources() {
+        self.takeSignalledSources()
+        let pending = self.signalledCandidates
+        for (source, ticket) in pending where source.candidateTicket == ticket && !source.modes.isEmpty {
+            guard source.isValid, source.isSignalled else { continue }
+            source.candidateTicket = 0
+            self.callOut(.source) { source.perform() }
+        }
+        self.dropSpentCandidates()
+    }
+
     /// Moves the sources signalled since the last take from the shared state to `signalledCandidates`.
     private func takeSignalledSources() {
         var taken = self.spareSignalled

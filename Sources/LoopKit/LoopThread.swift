@@ -6,10 +6,11 @@ import Synchronization
 /// The thread runs its loop's default mode until `shutdown()`, kept alive by an internal source so that the loop
 /// sleeps instead of returning `finished` on an empty mode (and never spins). A plain `loop.stop()` ends only the
 /// current run call; the thread then runs the loop again. `shutdown()` is sticky: called before the thread's loop
-/// starts running, or between two of its runs, it still ends the thread. After the loop's last run, the blocks
-/// already queued run, whatever their modes (up to `finalDrainRounds` rounds of blocks queueing blocks); `perform`
-/// after that is a precondition failure, never a silent loss. After `shutdown()`, every run of the loop returns
-/// `.stopped` at once, nested ones too: code that runs the loop in a `while` (a drag) must end on `.stopped`.
+/// starts running, or between two of its runs, it still ends the thread. After the loop's last run, the sources still
+/// signalled and the blocks already queued run, whatever their modes (up to `finalDrainRounds` rounds of blocks
+/// queueing blocks); `perform` after that is a precondition failure, never a silent loss. After `shutdown()`, every
+/// run of the loop returns `.stopped` at the end of its first pass, nested ones too (a run of a mode with nothing in
+/// it returns `.finished` at once, as always): code that runs the loop in a `while` (a drag) must end on `.stopped`.
 ///
 /// On Linux the thread is tuned for latency: its timer slack is lowered to 1 µs, so its timers and display links fire
 /// close to their dates, and it asks for a 500 µs scheduler slice, so that a wake-up preempts the thread that woke it
@@ -48,12 +49,13 @@ public final class LoopThread: Sendable {
         repeat {
             loop.run(mode: .default, before: .distantFuture)
         } while !loop.isShutDown
-        // Blocks queued before the end still run, whatever modes they were queued for (an executor's jobs too). A few
+        // Sources signalled and blocks queued before the end still run, whatever their modes (an executor's jobs too). A few
         // rounds let them queue follow-ups; then the loop ends, and `perform` refuses new blocks with a message.
         var round = 0
         while true {
             round += 1
             loop.applyControlMessages()
+            loop.performRemainingSignalledSources()  // a signal made before the shutdown is not lost either
             let (blocks, ended) = loop.takeRemainingBlocks(final: round == LoopThread.finalDrainRounds)
             for block in blocks {
                 block.body()

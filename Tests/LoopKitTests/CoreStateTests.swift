@@ -287,3 +287,19 @@ final class PlanBox<Plan>: @unchecked Sendable {
     let plan: Plan
     init(plan: Plan) { self.plan = plan }
 }
+
+/// What a thread's final drain still runs.
+@Suite("The final drain of a loop thread", .serialized, .timeLimit(.minutes(1)))
+struct FinalDrainTests {
+    @Test func aSourceSignalledRightBeforeTheShutdownStillRuns() throws {
+        for _ in 0..<20 {
+            let thread = try LoopThread()
+            let ran = Recorder<String>()
+            let source = LoopSource { _ in ran.append("source") }
+            thread.loop.add(source, forMode: .tracking)  // a mode the thread never runs
+            source.signal()
+            thread.shutdownAndJoin()
+            #expect(ran.elements == ["source"])
+        }
+    }
+}
