@@ -148,7 +148,8 @@ struct EmbeddingTests {
         let seen = Recorder<Int>()
         weak var weakSource: LoopSignalSource?
         do {
-            weakSource = try LoopSignalSource(signal: SIGUSR2, loop: loop) { seen.append($0) }
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { seen.append($0) }
+            weakSource = source  // the test's last reference goes at the end of this scope
         }
         #expect(weakSource != nil)  // the loop keeps it
         LoopSignalSource.sendToThisProcess(SIGUSR2)

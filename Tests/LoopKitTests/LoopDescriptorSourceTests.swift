@@ -619,7 +619,6 @@ struct LoopDescriptorSourceTests {
     @Test func addingACancelledSourceTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let loop = try Loop(clock: ManualLoopClock())
-            defer { loop.invalidate() }
             let source = LoopDescriptorSource(descriptor: 0, events: .readable) { _, _ in }
             source.invalidate()
             loop.add(source, forMode: .default)

@@ -103,7 +103,6 @@ struct LoopModeTests {
     @Test func addingCommonToTheCommonSetIsAPreconditionFailure() async {
         await #expect(processExitsWith: .failure) {
             let loop = try Loop()
-            defer { loop.invalidate() }
             loop.addCommonMode(.common)
         }
     }
@@ -181,7 +180,6 @@ struct LoopBlockTests {
     @Test func performWithNoModesIsAPreconditionFailure() async {
         await #expect(processExitsWith: .failure) {
             let loop = try Loop()
-            defer { loop.invalidate() }
             loop.perform(inModes: []) {}
         }
     }

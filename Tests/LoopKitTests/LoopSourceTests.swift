@@ -488,7 +488,6 @@ struct LoopSourceTests {
     @Test func addingAnInvalidatedSourceTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let loop = try Loop(clock: ManualLoopClock())
-            defer { loop.invalidate() }
             let source = LoopSource { _ in }
             source.invalidate()
             loop.add(source, forMode: .default)

@@ -289,7 +289,6 @@ struct LoopThreadingTests {
     @Test func runningALoopOnAnotherThreadIsAPreconditionFailure() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let loop = try Loop()
-            defer { loop.invalidate() }
             loop.add(LoopTimer(interval: .seconds(1)) { _ in }, forMode: .default)
             onAnotherThread {
                 runNoAsync(loop)

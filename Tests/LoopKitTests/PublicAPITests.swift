@@ -42,7 +42,6 @@ struct ThreadCheckTests {
     @Test func thePublicThreadCheckTrapsOnAnotherThread() async {
         await #expect(processExitsWith: .failure) {
             let loop = try Loop(clock: ManualLoopClock())
-            defer { loop.invalidate() }
             let thread = try LoopThread()
             thread.perform { loop.preconditionIsCurrent() }
             thread.join()
