@@ -223,7 +223,8 @@ public final class Loop: @unchecked Sendable {
         self.state.withLock { $0.isLoopWaiting }
     }
 
-    /// Wakes the loop if it is asleep, so that it makes another pass; a no-op while no run is active. Any thread.
+    /// Wakes the loop if it is asleep, so that it makes another pass; a no-op while no run is active and no host loop
+    /// sleeps for it (`LoopHostDriver`). Any thread.
     ///
     /// Wake-ups coalesce: while one is on its way, further calls make no system call. Called while the loop is
     /// running but awake, it makes the loop's next wait a mere look.

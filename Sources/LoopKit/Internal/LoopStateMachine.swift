@@ -84,9 +84,10 @@ struct LoopStateMachine {
         return self.arrival()
     }
 
-    /// Makes the loop's current wait end, or its next one only look; a no-op while no run is active.
+    /// Makes the loop's current wait end, or its next one only look; a no-op while no run is active and no wait (a
+    /// host loop's sleep) is announced.
     mutating func requestWakeUp() -> WakeAction {
-        guard self.runDepth > 0 else { return .none }
+        guard self.runDepth > 0 || self.isWaiting else { return .none }
         if !self.isWaiting {
             self.isWakeUpRequested = true
         }

@@ -44,6 +44,9 @@ protocol LoopWaiter: AnyObject, Sendable {
     /// Lets go of everything kept for the loop's modes: the loop is ending.
     func forgetModes()
 
+    /// The descriptor that becomes readable when the waiter is woken (a host loop watches it). Any thread.
+    var wakeUpDescriptor: CInt { get }
+
     /// What the waiter did so far. Any thread.
     var counts: WaitCounts { get }
 }

@@ -14,6 +14,8 @@ final class VirtualTimeWaiter: LoopWaiter {  // checked Sendable: both stored pr
 
     var counts: WaitCounts { self.base.counts }
 
+    var wakeUpDescriptor: CInt { self.base.wakeUpDescriptor }
+
     func wait(
         for items: ModeItems,
         until deadline: LoopInstant?,

@@ -50,6 +50,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
 
     // MARK: Any thread
 
+    var wakeUpDescriptor: CInt { self.wakeupPipe.readEnd }
+
     /// Writes a byte to the wake-up pipe. The loop's state machine calls it at most once per wait.
     func wakeUp() {
         self.counts.wakeUpWrites.wrappingAdd(1, ordering: .relaxed)

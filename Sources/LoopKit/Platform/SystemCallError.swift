@@ -19,6 +19,11 @@ public struct SystemCallError: Error, Sendable, Hashable, CustomStringConvertibl
         self.code = code
     }
 
+    /// `call` does not exist on this system (`ENOSYS`).
+    static func unsupported(_ call: String) -> SystemCallError {
+        SystemCallError(call: call, code: ENOSYS)
+    }
+
     public var description: String {
         let message = strerror(self.code).map { String(cString: $0) } ?? "unknown error"
         return "\(self.call) failed: \(message) (errno \(self.code))"

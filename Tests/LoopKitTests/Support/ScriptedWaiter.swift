@@ -15,6 +15,7 @@ final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
 
     let clock: SteppingClock
     let counts = WaitCounts()
+    let wakeUpDescriptor: CInt = -1
     var script: [Step] = []
     private(set) var deadlines: [LoopInstant?] = []
     private let wakeUps = Atomic<Int>(0)

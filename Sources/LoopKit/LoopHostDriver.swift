@@ -1,0 +1,136 @@
+/// Drives a loop from another event loop (GLib's main loop, SDL's, a `poll` loop of your own) instead of `run`: a
+/// descriptor that is readable whenever the loop has work, the time until its next timer, and a call that runs one
+/// pass without blocking (libuv's `uv_backend_fd` and `uv_backend_timeout`, GLib's prepare, query and check).
+///
+/// The host's cycle:
+///
+/// ```swift
+/// let driver = try LoopHostDriver(loop: loop)          // on the loop's thread, which the host loop runs on
+/// while hostIsRunning {
+///     let timeout = driver.prepare()                   // nil: no timer; .zero: work is waiting now
+///     hostPoll([driver.descriptor] + hostDescriptors, timeout)
+///     driver.dispatch()                                // one non-blocking pass of the mode
+/// }
+/// ```
+///
+/// `descriptor` is an epoll set holding the loop's wake-up channel, a timer armed at the mode's next timer, and the
+/// mode's descriptor sources, so `perform`, `signal()`, timers and ready descriptors all make it readable. Between
+/// `prepare()` and `dispatch()` the loop counts as asleep: other threads wake it through the descriptor. Linux only
+/// (`init` throws elsewhere). Loop thread only, except `descriptor`.
+public final class LoopHostDriver {
+    /// The loop driven. Any thread.
+    public let loop: Loop
+    /// The mode that `dispatch()` runs.
+    public let mode: LoopMode
+    private let epoll: EpollSet
+    private let deadlineTimer: DeadlineTimer?
+    /// What each watched descriptor of the mode is registered for.
+    private var registered: [CInt: DescriptorEvents] = [:]
+    /// `prepare()` announced a wait that `dispatch()` has not ended.
+    private var isWaitAnnounced = false
+
+    /// A driver for `loop`'s `mode`.
+    ///
+    /// - Throws: `SystemCallError` when the system has no epoll (`ENOSYS`) or no descriptor is left.
+    /// - Precondition: Called on the loop's thread; `mode` is not `.common`.
+    public init(loop: Loop, mode: LoopMode = .default) throws(SystemCallError) {
+        loop.preconditionIsCurrent("LoopHostDriver(loop:mode:)")
+        loopPrecondition(mode != .common, "LoopHostDriver(loop:mode:): `common` is a pseudo-mode; drive a real mode")
+        guard let epoll = EpollSet() else {
+            throw SystemCallError.unsupported("epoll_create1")
+        }
+        self.loop = loop
+        self.mode = mode
+        self.epoll = epoll
+        self.deadlineTimer = loop.clock.readsSystemMonotonicClock ? DeadlineTimer() : nil
+        _ = epoll.add(loop.waiter.wakeUpDescriptor, watching: .readable)
+        if let deadlineTimer {
+            _ = epoll.add(deadlineTimer.descriptor, watching: .readable)
+        }
+    }
+
+    /// The descriptor the host watches for reading: readable whenever the loop has work. Any thread.
+    public var descriptor: CInt { self.epoll.descriptor }
+
+    /// Gets ready for the host's sleep: brings the descriptor up to date with the mode and arms its timer.
+    ///
+    /// - Returns: The longest the host may sleep before calling `dispatch()`: `.zero` when work is waiting now,
+    ///   `nil` when only the descriptor can end the sleep. Hosts with their own timers may use it instead of the
+    ///   descriptor's timer (GLib's `prepare` timeout).
+    @available(*, noasync)
+    public func prepare() -> Duration? {
+        self.loop.preconditionIsCurrent("LoopHostDriver.prepare()")
+        self.loop.applyControlMessages()
+        let items = self.loop.modeItems(for: self.mode)
+        guard self.syncRegistrations(with: items) else {
+            return .zero  // epoll refused a descriptor (closed, or a regular file): the pass's look reports it
+        }
+        guard self.isWaitAnnounced || self.loop.state.withLock({ $0.beginWait() }) else {
+            return .zero  // queued work, a stop or a wake-up: dispatch at once
+        }
+        self.isWaitAnnounced = true
+        guard let next = self.loop.nextTimerWake(in: items) else {
+            _ = self.deadlineTimer?.set(nil)
+            return nil
+        }
+        let now = self.loop.now
+        guard next > now else { return .zero }
+        _ = self.deadlineTimer?.set(next.nanoseconds)
+        return next - now
+    }
+
+    /// Runs one pass of the mode without blocking: due timers, ready descriptor sources, signalled sources and
+    /// queued blocks, with the observers' activities of a pass.
+    ///
+    /// - Returns: What the pass's run returned (`.finished` when the mode holds nothing).
+    @available(*, noasync)
+    @discardableResult
+    public func dispatch() -> RunResult {
+        self.loop.preconditionIsCurrent("LoopHostDriver.dispatch()")
+        if self.isWaitAnnounced {
+            self.isWaitAnnounced = false
+            _ = self.loop.state.withLock { $0.endWait() }
+        }
+        return self.loop.run(mode: self.mode, before: self.loop.now)
+    }
+
+    /// Registers the mode's descriptor sources in the epoll set, and unregisters those that left.
+    ///
+    /// - Returns: Whether every descriptor is registered.
+    /// - Complexity: O(*n*) for *n* descriptor sources in the mode.
+    private func syncRegistrations(with items: ModeItems) -> Bool {
+        var isComplete = true
+        var wanted: [CInt: DescriptorEvents] = [:]
+        for source in items.descriptorSources where source.isValid {
+            wanted[source.descriptor, default: []].formUnion(source.events)
+        }
+        for (descriptor, _) in self.registered where wanted[descriptor] == nil {
+            _ = self.epoll.remove(descriptor)
+            self.registered[descriptor] = nil
+        }
+        for (descriptor, events) in wanted where self.registered[descriptor] != events {
+            let result = self.registered[descriptor] == nil
+                ? self.epoll.add(descriptor, watching: events)
+                : self.epoll.modify(descriptor, watching: events)
+            switch result {
+            case .done:
+                self.registered[descriptor] = events
+            case .alreadyRegistered:
+                _ = self.epoll.modify(descriptor, watching: events)
+                self.registered[descriptor] = events
+            default:
+                isComplete = false
+            }
+        }
+        return isComplete
+    }
+
+    deinit {
+        if self.isWaitAnnounced {
+            _ = self.loop.state.withLock { $0.endWait() }
+        }
+    }
+}
+
+@available(*, unavailable, message: "LoopHostDriver is confined to its loop's thread")
+extension LoopHostDriver: Sendable {}

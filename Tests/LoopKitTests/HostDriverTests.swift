@@ -1,0 +1,74 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Testing
+@testable import LoopKit
+
+/// A loop driven from a host loop written here with plain poll(2), as GLib or SDL would drive it: the driver's one
+/// descriptor becomes readable for timers, ready descriptors and work queued from other threads.
+@Suite("Driving a loop from a host loop", .serialized, .timeLimit(.minutes(1)))
+struct HostDriverTests {
+    /// One turn of the host: prepare, poll the driver's descriptor (for at most the timeout it asks), dispatch.
+    private func hostTurn(_ driver: LoopHostDriver) {
+        let timeout = driver.prepare()
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        let milliseconds = timeout.map { Int32(clamping: ($0.components.seconds * 1000) + 1) } ?? 5_000
+        _ = poll(&watched, 1, milliseconds)
+        driver.dispatch()
+    }
+
+    @Test func timersDescriptorsAndWorkFromOtherThreadsAllArriveThroughTheOneDescriptor() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        let events = Recorder<String>()
+        let start = loop.now
+        loop.add(LoopTimer(interval: .milliseconds(20)) { _ in events.append("timer") }, forMode: .default)
+        let pipe = try TestPipe()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+            pipe.readAll()
+            events.append("descriptor")
+        }, forMode: .default)
+        let producer = startThread {
+            _ = waitUntil { events.elements.contains("timer") && loop.isWaiting }
+            loop.perform { events.append("block") }
+            _ = waitUntil { events.elements.contains("block") && loop.isWaiting }
+            pipe.write()
+        }
+        while events.count < 3, loop.now < start + .seconds(30) {
+            self.hostTurn(driver)
+        }
+        producer.join()
+        #expect(events.elements == ["timer", "block", "descriptor"])
+        #expect(loop.now - start >= .milliseconds(20))
+    }
+
+    @Test func prepareAsksForNoSleepWhileWorkIsQueuedAndForTheTimeToTheNextTimer() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let ran = Recorder<Int>()
+        loop.perform { ran.append(1) }
+        #expect(driver.prepare() == .zero)
+        driver.dispatch()
+        #expect(ran.elements == [1])
+        #expect(driver.prepare() == .seconds(3600))
+        driver.dispatch()
+    }
+
+    @Test func aWakeUpFromAnotherThreadEndsTheHostsSleep() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        #expect(driver.prepare() != nil)
+        onAnotherThread { loop.wakeUp() }
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&watched, 1, 30_000) == 1)
+        #expect(driver.dispatch() == .timedOut)
+    }
+}
