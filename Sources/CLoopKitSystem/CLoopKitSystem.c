@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
+#include <dlfcn.h>
 
 #if defined(__linux__)
 #include <sys/epoll.h>
@@ -153,6 +154,38 @@ void cloopkit_set_thread_name(const char *name) {
     (void)pthread_setname_np(pthread_self(), truncated);
 #elif defined(__APPLE__)
     (void)pthread_setname_np(truncated);
+#endif
+}
+
+int cloopkit_main_queue_handle(void) {
+#if defined(__linux__)
+    int (*get_handle)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "_dispatch_get_main_queue_handle_4CF");
+    if (get_handle == NULL || dlsym(RTLD_DEFAULT, "_dispatch_main_queue_callback_4CF") == NULL) {
+        return -1;
+    }
+    return get_handle();
+#else
+    return -1;
+#endif
+}
+
+void cloopkit_main_queue_drain(int handle) {
+#if defined(__linux__)
+    static void (*callback)(void *) = NULL;
+    if (callback == NULL) {
+        callback = (void (*)(void *))dlsym(RTLD_DEFAULT, "_dispatch_main_queue_callback_4CF");
+    }
+    // Reset the eventfd if it is readable (a poll first: the descriptor is libdispatch's, maybe blocking).
+    struct pollfd readable = {.fd = handle, .events = POLLIN, .revents = 0};
+    if (poll(&readable, 1, 0) == 1 && (readable.revents & POLLIN)) {
+        uint64_t value;
+        (void)read(handle, &value, sizeof value);
+    }
+    if (callback != NULL) {
+        callback(NULL);
+    }
+#else
+    (void)handle;
 #endif
 }
 

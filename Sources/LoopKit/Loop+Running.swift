@@ -23,6 +23,7 @@ extension Loop {
         loopPrecondition(mode != .common,
                      "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run; "
                         + "run a real mode such as .default")
+        self.serveMainQueueIfNeeded()
         self.applyControlMessages()
         if self.isEmpty(mode) {
             return .finished

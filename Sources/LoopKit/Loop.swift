@@ -56,6 +56,11 @@ public final class Loop: @unchecked Sendable {
     var waitGeneration: UInt64 = 0
     /// Counts timer fires, so that a pass can tell whether it fired any.
     var firedTimers: UInt64 = 0
+    /// The main loop serves the main queue from its first run on (see `Loop+MainQueue`).
+    var isServingMainQueue = false
+
+    /// Whether this is `Loop.main`. Any thread.
+    var isMainLoop: Bool { self.owner == .mainThread }
 
     /// A loop owned by the calling thread, reading time from `clock`.
     ///

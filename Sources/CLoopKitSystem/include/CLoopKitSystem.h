@@ -57,6 +57,15 @@ bool cloopkit_is_main_thread(void);
 /// Names the calling thread (pthread_setname_np(3)); `name` is truncated to what the system allows.
 void cloopkit_set_thread_name(const char *name);
 
+/// The descriptor that libdispatch makes readable while its main queue has work for a run loop that owns the main
+/// thread (`_dispatch_get_main_queue_handle_4CF`, looked up at run time, as CFRunLoop uses it), or -1 where this
+/// libdispatch has none. The first call puts the main queue in run-loop mode.
+int cloopkit_main_queue_handle(void);
+
+/// Drains the main queue on the main thread: reads `handle` (an eventfd on Linux, which it resets) and runs the
+/// queue's pending work (`_dispatch_main_queue_callback_4CF`).
+void cloopkit_main_queue_drain(int handle);
+
 /// Copies the calling thread's name (at most `size` bytes with the terminating zero) into `buffer`; returns 0, or an
 /// error number (pthread_getname_np(3)).
 int cloopkit_thread_name(char *buffer, unsigned long size);

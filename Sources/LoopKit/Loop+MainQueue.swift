@@ -1,0 +1,19 @@
+import CLoopKitSystem
+
+/// The main queue on the main loop: while the main thread runs `Loop.main` in a common mode, the work of
+/// `DispatchQueue.main` (and so of `@MainActor` code, whose executor it is on Linux) runs as a source, as CFRunLoop
+/// serves it. In a mode that is not common, the main queue waits.
+extension Loop {
+    /// Adds the main-queue source to the common modes, the first time the main thread runs the main loop. Loop
+    /// thread (the main thread).
+    func serveMainQueueIfNeeded() {
+        guard self.isMainLoop, !self.isServingMainQueue else { return }
+        self.isServingMainQueue = true
+        let handle = cloopkit_main_queue_handle()
+        guard handle >= 0 else { return }  // a libdispatch without the run-loop hooks: nothing to serve
+        let source = LoopDescriptorSource(descriptor: handle, events: .readable) { _, _ in
+            cloopkit_main_queue_drain(handle)
+        }
+        self.add(source, forMode: .common)
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+
+/// The main queue and `@MainActor` on a main thread that runs `Loop.main`, checked in a process of its own (the test
+/// runner's main thread is not the test's): `loop-demo main-queue` beside the same program on Foundation's
+/// `RunLoop.main`.
+@Suite("The main queue on the main loop", .serialized, .timeLimit(.minutes(1)))
+struct MainQueueTests {
+    /// The `loop-demo` built beside this test bundle (or in the package's debug folder).
+    private func demoExecutable() throws -> URL {
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let candidates = [bundle.deletingLastPathComponent().appendingPathComponent("loop-demo"),
+                          URL(fileURLWithPath: ".build/debug/loop-demo")]
+        return try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
+                            "loop-demo is not built; run `swift build` first")
+    }
+
+    private func runProbe(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = try self.demoExecutable()
+        process.arguments = ["main-queue"] + arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    }
+
+    @Test func mainQueueWorkAndMainActorCodeRunOnTheMainLoopAsOnFoundationsMainRunLoop() throws {
+        let loopKit = try self.runProbe([])
+        let foundation = try self.runProbe(["--foundation"])
+        let expected = """
+            DispatchQueue.main.async: ran
+            MainActor.run: ran
+            Task { @MainActor in }: ran
+            modal run ended: ran
+            main-queue work during a run of a mode that is not common: waited
+
+            """
+        #expect(loopKit.status == 0)
+        #expect(loopKit.output == expected)
+        #expect(foundation.output == loopKit.output)
+    }
+}
