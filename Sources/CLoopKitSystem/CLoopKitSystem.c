@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <dlfcn.h>
 
@@ -67,6 +68,21 @@ int cloopkit_pipe_nonblocking(int fds[2]) {
 _Static_assert(CLOOPKIT_EPOLL_IN == EPOLLIN && CLOOPKIT_EPOLL_OUT == EPOLLOUT, "epoll event bits");
 _Static_assert(CLOOPKIT_EPOLL_ERR == EPOLLERR && CLOOPKIT_EPOLL_HUP == EPOLLHUP, "epoll event bits");
 #endif
+
+int cloopkit_accept_nonblocking(int listener) {
+#if defined(__linux__)
+    return accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+#else
+    int fd = accept(listener, NULL, NULL);
+    if (fd >= 0 && (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+#endif
+}
 
 int cloopkit_epoll_create(void) {
 #if defined(__linux__)
@@ -328,6 +344,12 @@ int cloopkit_signal_install(int signo, int write_fd) {
     }
     cloopkit_signal_users[signo] += 1;
     pthread_mutex_unlock(&cloopkit_signal_lock);
+    // A blocked signal stays pending for ever when every thread blocks it, as in a child started from one of
+    // Dispatch's threads (spawn keeps the parent thread's mask): let at least this thread take it.
+    sigset_t unblocked;
+    sigemptyset(&unblocked);
+    sigaddset(&unblocked, signo);
+    pthread_sigmask(SIG_UNBLOCK, &unblocked, NULL);
     return slot;
 }
 

@@ -6,7 +6,9 @@ import Synchronization
 /// pipe; a descriptor source on that pipe calls `handler` on the loop's thread with the number of deliveries since its
 /// last call. Signals that arrive close together coalesce into one call, but none that reaches the process is lost:
 /// the count says how many (the kernel itself merges a standard signal sent again while still pending). The handler
-/// is installed before `init` returns, so a signal raised right after is counted.
+/// is installed before `init` returns, so a signal raised right after is counted. `init` also unblocks the signal
+/// on the calling thread: a process started with it blocked everywhere (a child spawned from one of Dispatch's
+/// threads inherits such a mask) would otherwise never receive it.
 ///
 /// Several sources may watch one signal, on one loop or on several: each sees every delivery. The loop keeps a valid
 /// source alive, so `_ = try LoopSignalSource(...)` keeps working until `invalidate()`. When the last source of a

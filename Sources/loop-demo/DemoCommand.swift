@@ -13,12 +13,13 @@ enum DemoCommand: Equatable {
     case tracking(TrackingOptions)
     case phases(CommonOptions)
     case hitches(HitchesOptions)
+    case echo(EchoOptions)
     /// Print the help of a command (`nil`: the overview) and exit 0.
     case help(Name?)
 
     /// The subcommands.
     enum Name: String, CaseIterable, Sendable {
-        case tracking, phases, hitches
+        case tracking, phases, hitches, echo
     }
 
     /// Options every command takes.
@@ -39,6 +40,15 @@ enum DemoCommand: Equatable {
     struct HitchesOptions: Equatable {
         var common = CommonOptions()
         var duration: Duration = .seconds(3)
+    }
+
+    struct EchoOptions: Equatable {
+        /// 0: any free port (the server prints the one it got).
+        var port: UInt16 = 0
+        /// `nil`: one loop per processor.
+        var loops: Int?
+        /// A lower soft limit on descriptors, to see the server survive running out of them.
+        var descriptorLimit: Int?
     }
 
     /// A mistake on the command line: exit status 2, with `message` and the short usage on standard error.
@@ -69,6 +79,7 @@ enum DemoCommand: Equatable {
         var common = CommonOptions()
         var tracking = TrackingOptions()
         var hitches = HitchesOptions()
+        var echo = EchoOptions()
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("-"), argument != "-" else {
                 throw UsageError(description: "unexpected argument '\(argument)'")
@@ -94,12 +105,32 @@ enum DemoCommand: Equatable {
                 let duration = try self.duration(try value())
                 tracking.duration = duration
                 hitches.duration = duration
+            case ("--port", .echo):
+                let text = try value()
+                guard let port = UInt16(text) else {
+                    throw UsageError(description: "--port must be a port number from 0 to 65535 (got '\(text)')")
+                }
+                echo.port = port
+            case ("--loops", .echo):
+                let text = try value()
+                guard let loops = Int(text), (1...256).contains(loops) else {
+                    throw UsageError(description: "--loops must be a number from 1 to 256 (got '\(text)')")
+                }
+                echo.loops = loops
+            case ("--descriptor-limit", .echo):
+                let text = try value()
+                guard let limit = Int(text), (16...1_048_576).contains(limit) else {
+                    throw UsageError(description: "--descriptor-limit must be a number from 16 to 1048576 "
+                                     + "(got '\(text)')")
+                }
+                echo.descriptorLimit = limit
             case ("--interactive", .tracking) where attached == nil:
                 tracking.interactive = true
             case ("--json", .tracking) where attached == nil:
                 tracking.json = true
             default:
-                let known = ["--trace", "--no-color", "--fps", "--duration", "--interactive", "--json"].contains(option)
+                let known = ["--trace", "--no-color", "--fps", "--duration", "--interactive", "--json", "--port", "--loops",
+                             "--descriptor-limit"].contains(option)
                 throw UsageError(description: known && attached != nil
                     ? "\(option) takes no value"
                     : "unknown option '\(option)' for '\(name.rawValue)'")
@@ -117,6 +148,8 @@ enum DemoCommand: Equatable {
         case .hitches:
             hitches.common = common
             return .hitches(hitches)
+        case .echo:
+            return .echo(echo)
         }
     }
 

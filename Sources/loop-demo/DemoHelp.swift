@@ -6,6 +6,7 @@ enum DemoHelp {
                          [--json] [--trace FILE] [--no-color]
                loop-demo phases [--trace FILE] [--no-color]
                loop-demo hitches [--duration SECONDS] [--trace FILE] [--no-color]
+               loop-demo echo [--port N] [--loops K] [--descriptor-limit N]
                loop-demo help [COMMAND]
         """
 
@@ -16,6 +17,7 @@ enum DemoHelp {
         case .tracking: self.tracking
         case .phases: self.phases
         case .hitches: self.hitches
+        case .echo: self.echo
         }
     }
 
@@ -37,6 +39,7 @@ enum DemoHelp {
                      in between
           hitches    a 120 Hz display link with some heavy frames, measured by the
                      hitch monitor
+          echo       a TCP echo server on 127.0.0.1, on a loop group
 
         \(usage)
 
@@ -100,5 +103,27 @@ enum DemoHelp {
           --duration SECONDS   how long to run, 1 to 600 (default 3; the heavy frames
                                repeat every 3 s)
         \(common)
+        """
+
+    private static let echo = """
+        loop-demo echo: a TCP echo server on loopback, built on LoopKit.
+
+        Listens on 127.0.0.1 and sends back every byte it receives. The first of K loop
+        threads accepts; each connection then lives on one loop (round-robin), read and
+        written by a descriptor source. A connection whose client does not read stops
+        being read (256 KiB queued at most). Errors are logged to standard error and
+        survived; out of descriptors, accepting pauses and retries every 100 ms.
+        SIGINT or SIGTERM shuts down gracefully: no new connections, queued output is
+        sent (5 s at most), then exit 0. Prints `listening on 127.0.0.1:PORT` when
+        ready. Talk to it with `nc 127.0.0.1 PORT`.
+
+        usage: loop-demo echo [options]
+
+        options:
+          --port N             the port (default 0: any free one)
+          --loops K            loop threads, 1 to 256 (default: one per processor)
+          --descriptor-limit N lower the process's descriptor limit (16 or more), to
+                               see it run out of descriptors and survive
+          -h, --help           show this help
         """
 }

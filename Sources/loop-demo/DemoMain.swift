@@ -46,6 +46,8 @@ enum DemoMain {
                 return try PhasesDemo(options: options).run()
             case .hitches(let options):
                 return try HitchesDemo(options: options).run()
+            case .echo(let options):
+                return try EchoServer(options: options).run()
             }
         } catch {
             Terminal.restore()

@@ -30,7 +30,7 @@ enum MainQueueProbe {
         let deadline = Date().addingTimeInterval(20)
         while !Self.expected.isSubset(of: Self.seen), Date() < deadline {
             if foundation {
-                RunLoop.main.run(mode: .default, before: Date().addingTimeInterval(0.5))
+                _ = RunLoop.main.run(mode: .default, before: Date().addingTimeInterval(0.5))
             } else {
                 Loop.main.run(mode: .default, before: Loop.main.now + .milliseconds(500))
             }
@@ -62,7 +62,7 @@ enum MainQueueProbe {
         let timer = Timer(timeInterval: 0.1, repeats: false) { _ in }
         RunLoop.main.add(timer, forMode: modal)
         Self.isInModalRun = true
-        RunLoop.main.run(mode: modal, before: Date().addingTimeInterval(0.1))
+        _ = RunLoop.main.run(mode: modal, before: Date().addingTimeInterval(0.1))
         Self.isInModalRun = false
         timer.invalidate()
         Self.seen.insert("modal run ended")

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 import Testing
 @testable import LoopKit
 
@@ -170,5 +171,26 @@ struct EmbeddingTests {
         }
         let source = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
         source.invalidate()
+    }
+
+    /// A process whose threads all block a signal (a child spawned from one of Dispatch's threads inherits such a
+    /// mask) would never see it: creating a source lets the calling thread take it.
+    @Test func creatingASourceUnblocksItsSignalOnTheCallingThread() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let blockedAfter = Atomic<Bool>(true)
+        let thread = startThread {
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            sigaddset(&signals, SIGUSR2)
+            pthread_sigmask(SIG_BLOCK, &signals, nil)
+            let source = try! LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+            var mask = sigset_t()
+            pthread_sigmask(SIG_BLOCK, nil, &mask)
+            blockedAfter.store(sigismember(&mask, SIGUSR2) == 1, ordering: .relaxed)
+            source.invalidate()
+        }
+        thread.join()
+        #expect(blockedAfter.load(ordering: .relaxed) == false)
     }
 }

@@ -6,18 +6,9 @@ import Testing
 /// `RunLoop.main`.
 @Suite("The main queue on the main loop", .serialized, .timeLimit(.minutes(1)))
 struct MainQueueTests {
-    /// The `loop-demo` built beside this test bundle (or in the package's debug folder).
-    private func demoExecutable() throws -> URL {
-        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        let candidates = [bundle.deletingLastPathComponent().appendingPathComponent("loop-demo"),
-                          URL(fileURLWithPath: ".build/debug/loop-demo")]
-        return try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) },
-                            "loop-demo is not built; run `swift build` first")
-    }
-
     private func runProbe(_ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = Process()
-        process.executableURL = try self.demoExecutable()
+        process.executableURL = try DemoProcess.executable()
         process.arguments = ["main-queue"] + arguments
         let pipe = Pipe()
         process.standardOutput = pipe

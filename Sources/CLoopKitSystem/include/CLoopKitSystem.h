@@ -20,6 +20,10 @@ int cloopkit_poll_ns(struct pollfd *fds, unsigned long count, int64_t timeout_ns
 /// pipe2(2) with O_NONBLOCK | O_CLOEXEC on both ends (pipe + fcntl where pipe2 does not exist).
 int cloopkit_pipe_nonblocking(int fds[2]);
 
+/// accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC, the peer's address not asked for (accept + fcntl where accept4
+/// does not exist).
+int cloopkit_accept_nonblocking(int listener);
+
 /// epoll_create1(2) with EPOLL_CLOEXEC; -1 with errno ENOSYS where there is no epoll.
 int cloopkit_epoll_create(void);
 
@@ -71,7 +75,8 @@ void cloopkit_main_queue_drain(int handle);
 int cloopkit_thread_name(char *buffer, unsigned long size);
 
 /// Adds a listener for `signo`: each delivery is counted for it and writes a byte to `write_fd`. The first listener
-/// of a signal installs the handler (sigaction(2) with `SA_RESTART`). Returns the listener's slot (0 or more), or -1
+/// of a signal installs the handler (sigaction(2) with `SA_RESTART`); each unblocks the signal in the calling
+/// thread's mask. Returns the listener's slot (0 or more), or -1
 /// with errno set (`EINVAL` for a signal that cannot be caught or is out of range, `EBUSY` when the signal already
 /// has 16 listeners).
 int cloopkit_signal_install(int signo, int write_fd);

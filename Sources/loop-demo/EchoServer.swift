@@ -1,0 +1,123 @@
+import Dispatch
+import Foundation
+import LoopKit
+import Synchronization
+
+/// `loop-demo echo`: a TCP echo server on loopback, built on a `LoopGroup` and descriptor sources.
+///
+/// The main thread runs `Loop.main`, which catches SIGINT and SIGTERM. The group's first loop accepts; each connection
+/// goes to `group.next()` and stays on that loop's thread. On a signal the server shuts down gracefully: it stops
+/// accepting, lets every connection send what it has queued (a few seconds at most) and close, shuts the group down,
+/// and returns 0.
+final class EchoServer {
+    /// How long a shutdown waits for connections to take their queued output.
+    static let shutdownGrace = Duration.seconds(5)
+
+    private let options: DemoCommand.EchoOptions
+
+    init(options: DemoCommand.EchoOptions) {
+        self.options = options
+    }
+
+    /// A line on standard error. Any thread.
+    static func log(_ line: String) {
+        Terminal.writeError("loop-demo echo: \(line)\n")
+    }
+
+    /// Serves until SIGINT or SIGTERM. Main thread.
+    ///
+    /// - Returns: The exit status: 0 after a graceful shutdown.
+    /// - Throws: `DemoError` when the socket, the loops or the signal sources cannot be set up.
+    @available(*, noasync)
+    func run() throws(DemoError) -> Int32 {
+        if let limit = self.options.descriptorLimit {
+            try Self.limitDescriptors(to: limit)
+        }
+        let (listening, port) = try EchoSocket.listen(port: self.options.port)
+        let group: LoopGroup
+        do {
+            group = try LoopGroup(name: "echo", threadCount: self.options.loops)
+        } catch {
+            EchoSocket.close(listening)
+            throw DemoError("cannot start the loops: \(error)")
+        }
+        let connections = group.loops.map { loop in
+            Self.onLoop(loop) { LoopBound(EchoConnections(loop: loop), loop: loop) }
+        }
+        let acceptingLoop = group.loops[0]
+        let listener = Self.onLoop(acceptingLoop) {
+            LoopBound(EchoListener(descriptor: listening, loop: acceptingLoop) { descriptor in
+                let loop = group.next()
+                let target = connections.first { $0.loop === loop }!
+                loop.perform { target.value.serve(descriptor) }
+            }, loop: acceptingLoop)
+        }
+
+        var isShuttingDown = false
+        let signals = try InterruptSignal(loop: Loop.main) {
+            guard !isShuttingDown else {
+                Self.log("already shutting down")
+                return
+            }
+            isShuttingDown = true
+            Self.log("shutting down: no new connections; flushing the open ones")
+            Self.shutDown(group: group, listener: listener, connections: connections)
+        }
+        Terminal.write("listening on 127.0.0.1:\(port)\n")
+        Loop.main.run()
+        signals.invalidate()
+        Self.log("stopped")
+        return DemoMain.success
+    }
+
+    /// Closes the listener, then drains every loop's connections, then shuts the group down and stops the main loop.
+    private static func shutDown(
+        group: LoopGroup,
+        listener: LoopBound<EchoListener>,
+        connections: [LoopBound<EchoConnections>]
+    ) {
+        let loopsLeft = Atomic(connections.count)
+        listener.loop.perform {
+            listener.value.close()
+            // Queued after every hand-off of an accepted connection (blocks from one thread run in order), so each
+            // loop drains the connections it was given, none of them later.
+            for registry in connections {
+                registry.loop.perform {
+                    registry.value.drain(within: Self.shutdownGrace) {
+                        guard loopsLeft.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+                        group.shutdownGracefully { Loop.main.stop() }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `body` on `loop`'s thread and returns its result; the calling thread waits.
+    private static func onLoop<Value: Sendable>(_ loop: Loop, _ body: @escaping @Sendable () -> Value) -> Value {
+        let result = Mutex<Value?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        loop.perform {
+            let value = body()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0! }
+    }
+
+    /// Lowers the process's soft descriptor limit, to see the server survive running out of them.
+    private static func limitDescriptors(to limit: Int) throws(DemoError) {
+        var current = rlimit()
+        getrlimit(RLIMIT_NOFILE_VALUE, &current)
+        current.rlim_cur = rlim_t(limit)
+        guard setrlimit(RLIMIT_NOFILE_VALUE, &current) == 0 else {
+            throw DemoError("cannot limit descriptors to \(limit): \(EchoSocket.describe(errno))")
+        }
+    }
+
+    #if canImport(Glibc)
+    private static let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    #else
+    private static let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
+    #endif
+}

@@ -1,0 +1,88 @@
+import Foundation
+
+/// A `loop-demo` process started by a test: the command's own process, with its own main thread (the test runner's
+/// is not the test's).
+final class DemoProcess {
+    let process = Process()
+    private let output = Pipe()
+    private let errors = Pipe()
+
+    /// Starts `loop-demo` with `arguments`.
+    init(_ arguments: [String]) throws {
+        self.process.executableURL = try Self.executable()
+        self.process.arguments = arguments
+        self.process.standardOutput = self.output
+        self.process.standardError = self.errors
+        try self.process.run()
+    }
+
+    /// The `loop-demo` built beside this test bundle (or in the package's debug folder).
+    static func executable() throws -> URL {
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        let candidates = [bundle.deletingLastPathComponent().appendingPathComponent("loop-demo"),
+                          URL(fileURLWithPath: ".build/debug/loop-demo")]
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
+            throw DemoProcessError("loop-demo is not built; run `swift build` first")
+        }
+        return found
+    }
+
+    var pid: pid_t { self.process.processIdentifier }
+
+    /// The first line of standard output (without its newline), read as it comes.
+    func readLine() throws -> String {
+        var line = Data()
+        while true {
+            let byte = try self.output.fileHandleForReading.read(upToCount: 1) ?? Data()
+            if byte.isEmpty || byte == Data("\n".utf8) { break }
+            line.append(byte)
+        }
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// The port of an echo server's `listening on 127.0.0.1:PORT` line.
+    func listeningPort() throws -> UInt16 {
+        let line = try self.readLine()
+        guard line.hasPrefix("listening on 127.0.0.1:"), let port = UInt16(line.split(separator: ":").last ?? "")
+        else {
+            throw DemoProcessError("loop-demo echo did not say where it listens: '\(line)'")
+        }
+        return port
+    }
+
+    /// The process's CPU time so far (user and system), from `/proc`.
+    func cpuSeconds() throws -> Double {
+        let stat = try String(contentsOfFile: "/proc/\(self.pid)/stat", encoding: .utf8)
+        let fields = stat[stat.range(of: ")")!.upperBound...].split(separator: " ")
+        let ticks = Double(fields[11])! + Double(fields[12])!  // utime and stime, fields 14 and 15 of the line
+        return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Sends `signal` to the process.
+    func send(_ signal: Int32) {
+        kill(self.pid, signal)
+    }
+
+    /// Waits for the process to end; returns its exit status and what it wrote to standard error.
+    func waitForExit() -> (status: Int32, errors: String) {
+        let errors = self.errors.fileHandleForReading.readDataToEndOfFile()
+        self.process.waitUntilExit()
+        return (self.process.terminationStatus, String(decoding: errors, as: UTF8.self))
+    }
+
+    /// Ends the process if a test left it running.
+    deinit {
+        if self.process.isRunning {
+            kill(self.pid, SIGKILL)
+            self.process.waitUntilExit()
+        }
+    }
+}
+
+struct DemoProcessError: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
