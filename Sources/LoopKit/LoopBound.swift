@@ -16,14 +16,22 @@ public struct LoopBound<Value>: @unchecked Sendable {
     /// The loop whose thread may touch the value. Any thread.
     public let loop: Loop
     private var storage: Value
+    /// What a trap names: `LoopBound.value`, or the item callback that LoopKit keeps in a bound value.
+    private let accessor: StaticString
 
     /// Binds `value` to `loop`.
     ///
     /// - Precondition: Called on `loop`'s thread.
     public init(_ value: Value, loop: Loop) {
+        self.init(value, loop: loop, accessor: "LoopBound.value")
+    }
+
+    /// Binds `value` to `loop`; a touch off the loop's thread traps naming `accessor`.
+    init(_ value: Value, loop: Loop, accessor: StaticString) {
         loop.preconditionIsCurrent("LoopBound(_:loop:)")
         self.loop = loop
         self.storage = value
+        self.accessor = accessor
     }
 
     /// The value. Loop thread only.
@@ -31,11 +39,11 @@ public struct LoopBound<Value>: @unchecked Sendable {
     /// - Precondition: Called on `loop`'s thread.
     public var value: Value {
         get {
-            self.loop.preconditionIsCurrent("LoopBound.value")
+            self.loop.preconditionIsCurrent(self.accessor)
             return self.storage
         }
         set {
-            self.loop.preconditionIsCurrent("LoopBound.value")
+            self.loop.preconditionIsCurrent(self.accessor)
             self.storage = newValue
         }
     }
@@ -72,49 +80,3 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
         }
     }
 }
-
-extension Loop {
-    /// A view of the loop for code on its thread: it takes closures that are not `@Sendable`, since they never leave
-    /// the thread (SwiftNIO's `assumeIsolated()`). Not `Sendable`: it cannot be handed to another thread.
-    public struct Isolated {
-        /// The loop. Any thread.
-        public let loop: Loop
-
-        fileprivate init(_ loop: Loop) {
-            self.loop = loop
-        }
-
-        /// Queues `block` to run on the loop's thread at the next drain point of one of `modes`, as
-        /// `Loop.perform(inModes:_:)`; `block` may capture non-`Sendable` state. Loop thread.
-        public func perform(inModes modes: [LoopMode] = [.default], _ block: @escaping () -> Void) {
-            self.loop.preconditionIsCurrent("Loop.Isolated.perform(inModes:_:)")
-            let bound = LoopBound(block, loop: self.loop)
-            self.loop.perform(inModes: modes) { bound.value() }
-        }
-
-        /// Runs `task` once on the loop's thread after `delay`, as `Loop.schedule(after:inModes:_:)`; `task` may
-        /// capture non-`Sendable` state. Loop thread.
-        @discardableResult
-        public func schedule(
-            after delay: Duration,
-            inModes modes: [LoopMode] = [.common],
-            _ task: @escaping () -> Void
-        ) -> LoopScheduledTask {
-            self.loop.preconditionIsCurrent("Loop.Isolated.schedule(after:inModes:_:)")
-            let bound = LoopBound(task, loop: self.loop)
-            return self.loop.schedule(after: delay, inModes: modes) { bound.value() }
-        }
-    }
-
-    /// This loop, for code that runs on its thread and hands it closures that are not `@Sendable`.
-    ///
-    /// - Precondition: Called on the loop's thread (checked at run time, in every build).
-    @available(*, noasync)
-    public func assumeIsolated() -> Isolated {
-        self.preconditionIsCurrent("Loop.assumeIsolated()")
-        return Isolated(self)
-    }
-}
-
-@available(*, unavailable, message: "Loop.Isolated is confined to its loop's thread")
-extension Loop.Isolated: Sendable {}

@@ -47,7 +47,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         descriptor: CInt,
         events: DescriptorEvents,
         order: Int = 0,
-        _ handler: @escaping (LoopDescriptorSource, DescriptorEvents) -> Void
+        _ handler: @escaping @Sendable (LoopDescriptorSource, DescriptorEvents) -> Void
     ) {
         loopPrecondition(descriptor >= 0,
                      "LoopDescriptorSource(descriptor:events:): the descriptor is negative (\(descriptor))")

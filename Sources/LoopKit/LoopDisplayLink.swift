@@ -40,7 +40,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
     public convenience init(
         display: LoopDisplay = .default,
         preferredRate: Double = 0,
-        _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
+        _ callback: @escaping @Sendable (LoopDisplayLink, DisplayFrame) -> Void
     ) {
         loopPrecondition(preferredRate.isFinite && preferredRate >= 0,
                      "LoopDisplayLink(display:preferredRate:): the rate must be finite and not negative "
@@ -58,7 +58,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
         minimum: Double,
         maximum: Double,
         preferred: Double,
-        _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
+        _ callback: @escaping @Sendable (LoopDisplayLink, DisplayFrame) -> Void
     ) {
         loopPrecondition(minimum.isFinite && maximum.isFinite && preferred.isFinite && minimum > 0 && minimum <= maximum,
                      "LoopDisplayLink(display:minimum:maximum:preferred:): need 0 < minimum <= maximum "
@@ -70,7 +70,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
     private init(
         display: LoopDisplay,
         refreshesPerFrame: Int,
-        _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
+        _ callback: @escaping @Sendable (LoopDisplayLink, DisplayFrame) -> Void
     ) {
         self.display = display
         self.refreshesPerFrame = refreshesPerFrame

@@ -39,7 +39,7 @@ public final class LoopObserver: @unchecked Sendable {
         activities: LoopActivity,
         repeats: Bool = true,
         order: Int = 0,
-        _ callback: @escaping (LoopObserver, LoopActivity) -> Void
+        _ callback: @escaping @Sendable (LoopObserver, LoopActivity) -> Void
     ) {
         self.activities = activities
         self.repeats = repeats

@@ -42,7 +42,7 @@ public final class LoopSignalSource: @unchecked Sendable {
         signal: CInt,
         loop: Loop,
         modes: [LoopMode] = [.common],
-        _ handler: @escaping (Int) -> Void
+        _ handler: @escaping @Sendable (Int) -> Void
     ) throws(SystemCallError) {
         let pipe = try WakeupPipe()
         let slot = try ProcessSignals.install(signal, notifying: pipe)

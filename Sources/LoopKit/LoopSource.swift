@@ -39,9 +39,9 @@ public final class LoopSource: @unchecked Sendable {
     ///   - perform: Called on the loop's thread once per batch of signals.
     public init(
         order: Int = 0,
-        onSchedule: ((LoopSource, LoopMode) -> Void)? = nil,
-        onUnschedule: ((LoopSource, LoopMode) -> Void)? = nil,
-        _ perform: @escaping (LoopSource) -> Void
+        onSchedule: (@Sendable (LoopSource, LoopMode) -> Void)? = nil,
+        onUnschedule: (@Sendable (LoopSource, LoopMode) -> Void)? = nil,
+        _ perform: @escaping @Sendable (LoopSource) -> Void
     ) {
         self.order = order
         self.scheduleCallback = onSchedule

@@ -66,7 +66,7 @@ public final class LoopTimer: @unchecked Sendable {
         interval: Duration,
         repeats: Bool = false,
         tolerance: Duration = .zero,
-        _ callback: @escaping (LoopTimer) -> Void
+        _ callback: @escaping @Sendable (LoopTimer) -> Void
     ) {
         self.init(firstFire: nil, interval: interval, repeats: repeats, tolerance: tolerance,
                   call: "LoopTimer(interval:repeats:tolerance:)", callback)
@@ -79,7 +79,7 @@ public final class LoopTimer: @unchecked Sendable {
         timeInterval: Double,
         repeats: Bool = false,
         tolerance: Duration = .zero,
-        _ callback: @escaping (LoopTimer) -> Void
+        _ callback: @escaping @Sendable (LoopTimer) -> Void
     ) {
         let interval = Duration.checkedSeconds(timeInterval, call: "LoopTimer(timeInterval:repeats:tolerance:)")
         self.init(firstFire: nil, interval: interval, repeats: repeats, tolerance: tolerance,
@@ -94,7 +94,7 @@ public final class LoopTimer: @unchecked Sendable {
         interval: Duration = .zero,
         repeats: Bool = false,
         tolerance: Duration = .zero,
-        _ callback: @escaping (LoopTimer) -> Void
+        _ callback: @escaping @Sendable (LoopTimer) -> Void
     ) {
         self.init(firstFire: fireDate, interval: interval, repeats: repeats, tolerance: tolerance,
                   call: "LoopTimer(fireAt:interval:repeats:tolerance:)", callback)
@@ -102,7 +102,7 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// A repeating timer whose slots come from `grid` (used by display links).
     init(grid: @escaping @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant,
-         interval: Duration, _ callback: @escaping (LoopTimer) -> Void) {
+         interval: Duration, _ callback: @escaping @Sendable (LoopTimer) -> Void) {
         self.interval = interval
         self.repeats = true
         self.schedule = Mutex(Schedule(fireDate: nil, tolerance: .zero))
@@ -116,7 +116,7 @@ public final class LoopTimer: @unchecked Sendable {
         repeats: Bool,
         tolerance: Duration,
         call: StaticString,
-        _ callback: @escaping (LoopTimer) -> Void
+        _ callback: @escaping @Sendable (LoopTimer) -> Void
     ) {
         loopPrecondition(interval >= .zero, "\(call): the interval is negative (\(interval))")
         loopPrecondition(!repeats || interval > .zero, "\(call): a repeating timer needs an interval greater than zero")

@@ -47,8 +47,9 @@ enum DemoCommand: Equatable {
         var port: UInt16 = 0
         /// `nil`: one loop per processor.
         var loops: Int?
-        /// A lower soft limit on descriptors, to see the server survive running out of them.
-        var descriptorLimit: Int?
+        /// How many more descriptors the server may open once it is set up (a lower soft limit), to see it survive
+        /// running out of them.
+        var spareDescriptors: Int?
     }
 
     /// A mistake on the command line: exit status 2, with `message` and the short usage on standard error.
@@ -117,20 +118,19 @@ enum DemoCommand: Equatable {
                     throw UsageError(description: "--loops must be a number from 1 to 256 (got '\(text)')")
                 }
                 echo.loops = loops
-            case ("--descriptor-limit", .echo):
+            case ("--spare-descriptors", .echo):
                 let text = try value()
-                guard let limit = Int(text), (16...1_048_576).contains(limit) else {
-                    throw UsageError(description: "--descriptor-limit must be a number from 16 to 1048576 "
-                                     + "(got '\(text)')")
+                guard let spare = Int(text), (1...65536).contains(spare) else {
+                    throw UsageError(description: "--spare-descriptors must be a number from 1 to 65536 (got '\(text)')")
                 }
-                echo.descriptorLimit = limit
+                echo.spareDescriptors = spare
             case ("--interactive", .tracking) where attached == nil:
                 tracking.interactive = true
             case ("--json", .tracking) where attached == nil:
                 tracking.json = true
             default:
                 let known = ["--trace", "--no-color", "--fps", "--duration", "--interactive", "--json", "--port", "--loops",
-                             "--descriptor-limit"].contains(option)
+                             "--spare-descriptors"].contains(option)
                 throw UsageError(description: known && attached != nil
                     ? "\(option) takes no value"
                     : "unknown option '\(option)' for '\(name.rawValue)'")

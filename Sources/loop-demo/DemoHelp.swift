@@ -6,7 +6,7 @@ enum DemoHelp {
                          [--json] [--trace FILE] [--no-color]
                loop-demo phases [--trace FILE] [--no-color]
                loop-demo hitches [--duration SECONDS] [--trace FILE] [--no-color]
-               loop-demo echo [--port N] [--loops K] [--descriptor-limit N]
+               loop-demo echo [--port N] [--loops K] [--spare-descriptors N]
                loop-demo help [COMMAND]
         """
 
@@ -122,8 +122,9 @@ enum DemoHelp {
         options:
           --port N             the port (default 0: any free one)
           --loops K            loop threads, 1 to 256 (default: one per processor)
-          --descriptor-limit N lower the process's descriptor limit (16 or more), to
-                               see it run out of descriptors and survive
+          --spare-descriptors N
+                               once set up, lower the descriptor limit so that only
+                               N more can be opened, to see it run out and survive
           -h, --help           show this help
         """
 }

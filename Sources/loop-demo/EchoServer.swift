@@ -30,9 +30,6 @@ final class EchoServer {
     /// - Throws: `DemoError` when the socket, the loops or the signal sources cannot be set up.
     @available(*, noasync)
     func run() throws(DemoError) -> Int32 {
-        if let limit = self.options.descriptorLimit {
-            try Self.limitDescriptors(to: limit)
-        }
         let (listening, port) = try EchoSocket.listen(port: self.options.port)
         let group: LoopGroup
         do {
@@ -62,6 +59,9 @@ final class EchoServer {
             isShuttingDown = true
             Self.log("shutting down: no new connections; flushing the open ones")
             Self.shutDown(group: group, listener: listener, connections: connections)
+        }
+        if let spare = self.options.spareDescriptors {
+            try Self.limitDescriptors(spare: spare)
         }
         Terminal.write("listening on 127.0.0.1:\(port)\n")
         Loop.main.run()
@@ -105,8 +105,18 @@ final class EchoServer {
         return result.withLock { $0! }
     }
 
-    /// Lowers the process's soft descriptor limit, to see the server survive running out of them.
-    private static func limitDescriptors(to limit: Int) throws(DemoError) {
+    /// Lowers the process's soft descriptor limit so that `spare` more descriptors can be opened (the lowest free
+    /// numbers; the limit bounds numbers, and descriptors inherited from the parent may hold some), to see the
+    /// server survive running out of them.
+    private static func limitDescriptors(spare: Int) throws(DemoError) {
+        var limit: CInt = 0
+        var free = 0
+        while free < spare {
+            if fcntl(limit, F_GETFD) == -1 && errno == EBADF {
+                free += 1
+            }
+            limit += 1
+        }
         var current = rlimit()
         getrlimit(RLIMIT_NOFILE_VALUE, &current)
         current.rlim_cur = rlim_t(limit)

@@ -81,14 +81,15 @@ final class HitchesSession {
         let display = LoopDisplay(maximumRate: self.configuration.rate)
         var link: LoopDisplayLink?
         // Added before the link: at a second that falls on a frame, the second closes before that frame runs.
-        let secondTimer = LoopTimer(interval: .seconds(1), repeats: true) { [unowned self] _ in
+        let isolated = loop.assumeIsolated()
+        let secondTimer = LoopTimer(interval: .seconds(1), repeats: true, on: isolated) { [unowned self] _ in
             previous = self.closeSecond(monitor.report, previous: previous)
             if start + .seconds(self.seconds.count) >= deadline {
                 link?.invalidate()  // no frame of a next second, even one due in this same pass
                 loop.stop()
             }
         }
-        link = LoopDisplayLink(display: display) { [unowned self] _, frame in
+        link = LoopDisplayLink(display: display, on: isolated) { [unowned self] _, frame in
             let elapsed = frame.timestamp - start
             if let next = pending.first, elapsed >= next.offset {
                 pending.removeFirst()

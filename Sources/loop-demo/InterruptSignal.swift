@@ -18,7 +18,7 @@ final class InterruptSignal {
         var sources: [LoopSignalSource] = []
         for number in signals {
             do {
-                sources.append(try LoopSignalSource(signal: number, loop: loop) { _ in
+                sources.append(try LoopSignalSource(signal: number, on: loop.assumeIsolated()) { _ in
                     // Wipe the "^C" the terminal echoed, through standard error so that stdout (--json) stays clean.
                     if Terminal.isTerminal(Terminal.standardError) {
                         Terminal.writeError("\r" + Terminal.clearToEndOfLine)

@@ -16,7 +16,8 @@ final class KeyboardTouchInput: TouchInput {
 
     func start(session: TrackingSession, at start: LoopInstant) throws(DemoError) {
         Terminal.enterKeyboardMode(self.descriptor)
-        let reader = LoopDescriptorSource(descriptor: self.descriptor, events: .readable) { [weak session] source, _ in
+        let reader = LoopDescriptorSource(descriptor: self.descriptor, events: .readable,
+                                          on: session.loop.assumeIsolated()) { [weak session] source, _ in
             guard let session else { return }
             guard let byte = Terminal.readByte(from: source.descriptor) else {
                 source.invalidate()  // end of input: nobody can end a drag any more

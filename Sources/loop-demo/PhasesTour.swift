@@ -48,15 +48,17 @@ final class PhasesTour {
         let helper = DispatchQueue(label: "phases-helper")  // "another thread"
         self.start = loop.now
 
-        let observer = LoopObserver(activities: .allActivities) { [unowned self] _, activity in
+        let isolated = loop.assumeIsolated()
+        let observer = LoopObserver(activities: .allActivities, on: isolated) { [unowned self] _, activity in
             self.record(.activity(activity))
         }
-        let source = LoopSource { [unowned self] _ in
+        let source = LoopSource(on: isolated) { [unowned self] _ in
             self.record(.handled(item: "source", detail: "\"mailbox\" runs: another thread signalled it. "
                 + "It asks that thread to write into the pipe in 15 ms"))
             helper.asyncAfter(deadline: .now() + .milliseconds(15)) { pipe.write(Array("ping".utf8)) }
         }
-        let reader = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { [unowned self] _, events in
+        let reader = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable, on: isolated) {
+            [unowned self] _, events in
             var text = ""
             if case .bytes(let bytes) = pipe.read(maximum: 64) {
                 text = String(decoding: bytes, as: UTF8.self)
@@ -71,7 +73,7 @@ final class PhasesTour {
                 loop.stop()
             }
         }
-        let timer = LoopTimer(interval: .milliseconds(20)) { [unowned self] _ in
+        let timer = LoopTimer(interval: .milliseconds(20), on: isolated) { [unowned self] _ in
             self.record(.handled(item: "timer", detail: "\"tick\" fires, 20 ms after it was added. It asks another "
                 + "thread to signal the source in 15 ms"))
             helper.asyncAfter(deadline: .now() + .milliseconds(15)) { source.signal() }

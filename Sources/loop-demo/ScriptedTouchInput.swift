@@ -34,7 +34,8 @@ final class ScriptedTouchInput: TouchInput {
     func start(session: TrackingSession, at start: LoopInstant) throws(DemoError) {
         let pipe = try DemoPipe()
         self.pipe = pipe
-        let reader = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { [weak session] source, _ in
+        let reader = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable,
+                                          on: session.loop.assumeIsolated()) { [weak session] source, _ in
             switch pipe.read(maximum: TouchEvent.recordSize) {
             case .bytes(let record):
                 if let event = TouchEvent(record: record) {

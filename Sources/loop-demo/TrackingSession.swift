@@ -176,9 +176,14 @@ final class TrackingSession {
 
     private func schedule() {
         let interval = self.configuration.timerInterval
-        let feed = LoopTimer(interval: interval, repeats: true) { [unowned self] _ in self.count(.defaultTimer) }
-        let clock = LoopTimer(interval: interval, repeats: true) { [unowned self] _ in self.count(.commonTimer) }
-        let animation = LoopDisplayLink(display: .default, preferredRate: Double(self.configuration.fps)) {
+        let isolated = self.loop.assumeIsolated()
+        let feed = LoopTimer(interval: interval, repeats: true, on: isolated) { [unowned self] _ in
+            self.count(.defaultTimer)
+        }
+        let clock = LoopTimer(interval: interval, repeats: true, on: isolated) { [unowned self] _ in
+            self.count(.commonTimer)
+        }
+        let animation = LoopDisplayLink(display: .default, preferredRate: Double(self.configuration.fps), on: isolated) {
             [unowned self] _, _ in self.count(.displayLink)
         }
         self.loop.add(feed, forMode: TrackingSession.Item.defaultTimer.mode)

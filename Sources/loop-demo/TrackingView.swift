@@ -32,7 +32,9 @@ final class TrackingView {
         Terminal.hideCursor()
         self.draw()
         // In `common`, so that the picture keeps moving during the drag (in `default` it would freeze: the lesson).
-        let redraw = LoopTimer(interval: timeline.tick, repeats: true) { [unowned self] _ in self.draw() }
+        let redraw = LoopTimer(interval: timeline.tick, repeats: true, on: self.session.loop.assumeIsolated()) {
+            [unowned self] _ in self.draw()
+        }
         self.session.loop.add(redraw, forMode: .common)
         self.redraw = redraw
     }

@@ -193,7 +193,7 @@ struct DisplayLinkTests {
         var first: Int64?
         var last: DisplayFrame?
         var count = 0
-        loop.add(LoopDisplayLink(display: display) { link, frame in
+        loop.add(LoopDisplayLink(display: display, on: loop.assumeIsolated()) { link, frame in
             first = first ?? frame.index
             last = frame
             count += 1
@@ -235,7 +235,7 @@ struct HitchMonitorTests {
         let monitor = HitchMonitor(loop: loop)
         var count = 0
         var slow: [DisplayFrame] = []
-        let link = LoopDisplayLink(display: .default) { link, frame in
+        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { link, frame in
             count += 1
             if count == 10 || count == 20 {
                 clock.advance(by: .milliseconds(20))  // a heavy frame: 20 ms of work at 120 Hz
@@ -279,7 +279,7 @@ struct HitchMonitorTests {
         defer { loop.invalidate() }
         let monitor = HitchMonitor(loop: loop)
         var count = 0
-        let link = LoopDisplayLink(display: .sixtyHertz) { link, _ in
+        let link = LoopDisplayLink(display: .sixtyHertz, on: loop.assumeIsolated()) { link, _ in
             count += 1
             clock.advance(by: .milliseconds(5))
             if count == 30 { link.invalidate() }
@@ -303,8 +303,12 @@ struct HitchMonitorTests {
         let monitor = HitchMonitor(loop: loop, hangThreshold: .milliseconds(250))
         let hangs = Recorder<HangEvent>()
         monitor.onHang { hangs.append($0) }
-        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in clock.advance(by: .milliseconds(300)) }, forMode: .default)
-        loop.add(LoopTimer(interval: .milliseconds(500)) { _ in clock.advance(by: .milliseconds(100)) }, forMode: .default)
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            clock.advance(by: .milliseconds(300))
+        }, forMode: .default)
+        loop.add(LoopTimer(interval: .milliseconds(500)) { _ in
+            clock.advance(by: .milliseconds(100))
+        }, forMode: .default)
         loop.run(mode: .default, before: .distantFuture)
         #expect(hangs.count == 1)
         #expect(hangs.elements.first?.duration == .milliseconds(300))

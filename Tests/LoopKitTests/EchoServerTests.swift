@@ -58,7 +58,7 @@ struct EchoServerTests {
     }
 
     @Test func runningOutOfDescriptorsPausesAcceptingWithoutSpinningAndRecovers() throws {
-        let server = try DemoProcess(["echo", "--loops", "1", "--descriptor-limit", "24"])
+        let server = try DemoProcess(["echo", "--loops", "1", "--spare-descriptors", "8"])
         let port = try server.listeningPort()
         // More connections than the server has descriptors for: the rest wait in the listen backlog.
         let clients = try (0..<30).map { _ in try LoopbackClient(port: port) }

@@ -13,7 +13,9 @@ struct LifecycleTests {
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
         var fires = 0
-        loop.add(LoopTimer(interval: .milliseconds(1), repeats: true) { _ in fires += 1 }, forMode: .common)
+        loop.add(LoopTimer(interval: .milliseconds(1), repeats: true, on: loop.assumeIsolated()) { _ in
+            fires += 1
+        }, forMode: .common)
         loop.run(mode: .default, before: clock.now + .seconds(10))
         #expect(fires == 10_000)
         #expect(loop.modeItems(for: .tracking).timers.count < 200)
@@ -45,8 +47,8 @@ struct LifecycleTests {
 
     @Test func aTimerWhoseLoopWentAwayFiresInTheNextLoopItJoins() throws {
         let clock = ManualLoopClock()
-        var fired = 0
-        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired += 1 }
+        let fired = Recorder<Int>()  // Sendable: the timer is bound to no loop, it moves from one to the next
+        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(1) }
         weak var firstLoop: Loop?
         do {
             let first = try Loop(clock: clock)
@@ -58,13 +60,13 @@ struct LifecycleTests {
         second.add(timer, forMode: .default)
         #expect(second.contains(timer, inMode: .default))
         #expect(second.run(mode: .default, before: clock.now + .seconds(1)) == .finished)
-        #expect(fired == 1)
+        #expect(fired.count == 1)
     }
 
     @Test func aSourceWhoseLoopWentAwayIsScheduledAndRunsInTheNextLoop() throws {
-        var ran = 0
-        var scheduled: [LoopMode] = []
-        let source = LoopSource(onSchedule: { _, mode in scheduled.append(mode) }, { _ in ran += 1 })
+        let ran = Recorder<Int>()
+        let scheduled = Recorder<LoopMode>()
+        let source = LoopSource(onSchedule: { _, mode in scheduled.append(mode) }, { _ in ran.append(1) })
         do {
             let first = try Loop(clock: ManualLoopClock())
             first.add(source, forMode: .default)
@@ -73,8 +75,8 @@ struct LifecycleTests {
         second.add(source, forMode: .default)
         source.signal()
         second.run(mode: .default, before: second.now)
-        #expect(scheduled == [.default, .default])
-        #expect(ran == 1)
+        #expect(scheduled.elements == [.default, .default])
+        #expect(ran.count == 1)
     }
 
     @Test func anItemChangeQueuedToAnEndedLoopDoesNotKeepTheLoopAlive() throws {
@@ -189,14 +191,16 @@ struct LifecycleTests {
         let second = try TestPipe()
         var nested = false
         var secondReads: [String] = []
-        loop.add(LoopDescriptorSource(descriptor: first.readEnd, events: .readable, order: 0) { _, _ in
+        loop.add(LoopDescriptorSource(descriptor: first.readEnd, events: .readable, order: 0,
+                                      on: loop.assumeIsolated()) { _, _ in
             first.readAll()
             if !nested {
                 nested = true
                 loop.run(mode: .default, before: loop.now)
             }
         }, forMode: .default)
-        loop.add(LoopDescriptorSource(descriptor: second.readEnd, events: .readable, order: 1) { _, events in
+        loop.add(LoopDescriptorSource(descriptor: second.readEnd, events: .readable, order: 1,
+                                      on: loop.assumeIsolated()) { _, events in
             secondReads.append("\(events):'\(second.readAll())'")
         }, forMode: .default)
         first.write()

@@ -11,6 +11,10 @@ import Testing
 /// let counter = Counter()
 /// loop.perform { counter.count += 1 }
 /// // error: capture of 'counter' with non-Sendable type 'Counter' in a '@Sendable' closure
+///
+/// var fires = 0
+/// let timer = LoopTimer(interval: .seconds(1)) { _ in fires += 1 }   // items may be made and added on any thread
+/// // error: mutation of captured var 'fires' in concurrently-executing code
 /// ```
 @Suite("Loop-bound values and the isolated view", .serialized)
 struct LoopBoundTests {
@@ -46,6 +50,49 @@ struct LoopBoundTests {
         isolated.schedule(after: .milliseconds(5)) { counter.count += 10 }
         loop.run(mode: .default, before: loop.now + .seconds(1))
         #expect(counter.count == 11)
+    }
+
+    @Test func itemsMadeOnTheIsolatedViewTakeClosuresThatAreNotSendable() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        let isolated = loop.assumeIsolated()
+        let counter = Counter()
+        var activities: [LoopActivity] = []
+        let pipe = try TestPipe()
+        loop.add(LoopTimer(interval: .milliseconds(5), on: isolated) { _ in counter.count += 1 }, forMode: .default)
+        loop.add(LoopObserver(activities: .entry, repeats: false, on: isolated) { _, activity in
+            activities.append(activity)
+        }, forMode: .default)
+        let source = LoopSource(on: isolated) { source in
+            counter.count += 10
+            source.invalidate()
+        }
+        loop.add(source, forMode: .default)
+        source.signal()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable, on: isolated) { source, _ in
+            counter.count += 100
+            source.invalidate()
+        }, forMode: .default)
+        pipe.write()
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(1)) == .finished)
+        #expect(counter.count == 111)
+        #expect(activities == [.entry])
+    }
+
+    @Test func anItemMadeForOneLoopAndAddedToAnotherTrapsAtItsFirstCallout() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            func onTheWrongLoop() throws {
+                let mine = try Loop(clock: ManualLoopClock())
+                let counter = Counter()
+                let timer = LoopTimer(interval: .milliseconds(1), on: mine.assumeIsolated()) { _ in counter.count += 1 }
+                let thread = try LoopThread(name: "other")
+                thread.loop.add(timer, forMode: .default)
+                thread.join()
+            }
+            try onTheWrongLoop()
+        }
+        #expect(result?.standardErrorText.contains(
+            "LoopTimer(…, on:) callback, added to another loop must be called on the loop's own thread") == true)
     }
 
     @Test func touchingABoundValueOffItsLoopsThreadTrapsNamingTheCall() async {

@@ -64,7 +64,9 @@ struct LoopDemoTests {
         let session = TrackingSession(loop: loop, configuration: .init(), input: input)
         let start = clock.now
         // What Ctrl-C does, through InterruptSignal's source: quit on the loop's thread, here in the drag.
-        let interrupt = LoopTimer(fireAt: start + .milliseconds(1500)) { _ in session.quit(interrupted: true) }
+        let interrupt = LoopTimer(fireAt: start + .milliseconds(1500), on: loop.assumeIsolated()) { _ in
+            session.quit(interrupted: true)
+        }
         loop.add(interrupt, forMode: .common)
         let summary = try session.run()
         #expect(summary.interrupted)

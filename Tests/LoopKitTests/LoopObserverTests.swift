@@ -62,7 +62,7 @@ struct LoopObserverTests {
         defer { loop.invalidate() }
         let calls = Recorder<LoopActivity>()
         var nested = false
-        loop.add(LoopObserver(activities: [.beforeTimers]) { _, activity in
+        loop.add(LoopObserver(activities: [.beforeTimers], on: loop.assumeIsolated()) { _, activity in
             calls.append(activity)
             if !nested {
                 nested = true

@@ -10,7 +10,9 @@ struct LoopSleepTests {
         let loop = Loop(clock: clock, waiter: try PollWaiter(backend: .linux, clock: clock, poller: poller))
         let start = clock.now
         var firedAt: LoopInstant?
-        loop.add(LoopTimer(fireAt: start + .nanoseconds(8_333_333)) { _ in firedAt = clock.now }, forMode: .default)
+        loop.add(LoopTimer(fireAt: start + .nanoseconds(8_333_333), on: loop.assumeIsolated()) { _ in
+            firedAt = clock.now
+        }, forMode: .default)
         #expect(loop.run(mode: .default, before: start + .seconds(1)) == .finished)
         #expect(poller.timeouts == [8_333_333])
         #expect(firedAt == start + .nanoseconds(8_333_333))

@@ -17,6 +17,9 @@ private struct VirtualLoop {
         self.start = clock.now
     }
 
+    /// The loop's view for items whose closures capture the test's local state (the test runs on the loop's thread).
+    var isolated: Loop.Isolated { self.loop.assumeIsolated() }
+
     /// The instant `ms` milliseconds after the start.
     func at(_ ms: Int) -> LoopInstant {
         self.start + .milliseconds(ms)
@@ -49,7 +52,9 @@ private struct VirtualLoop {
     /// Counts the loop's wake-ups in `mode` (its `afterWaiting` activities).
     func wakeCounter(in mode: LoopMode = .default) -> () -> Int {
         var wakes = 0
-        self.loop.add(LoopObserver(activities: .afterWaiting) { _, _ in wakes += 1 }, forMode: mode)
+        self.loop.add(LoopObserver(activities: .afterWaiting, on: self.loop.assumeIsolated()) { _, _ in
+            wakes += 1
+        }, forMode: mode)
         return { wakes }
     }
 }
@@ -66,7 +71,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in fired.append(t.elapsed) }
         t.loop.add(timer, forMode: .default)
         #expect(t.run(until: 1000) == .finished)
         #expect(fired == ms(10))
@@ -77,7 +82,9 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }
         t.loop.add(timer, forMode: .default)
         #expect(t.run(until: 45) == .timedOut)
         #expect(fired == ms(10, 20, 30, 40))
@@ -89,7 +96,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fireCount = 0
-        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fireCount += 1 }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in fireCount += 1 }, forMode: .default)
         #expect(t.runOnePass() == .timedOut)
         #expect(fireCount == 0)
     }
@@ -98,7 +105,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in fired.append(t.elapsed) }
         #expect(timer.fireDate == nil)
         t.advance(ms: 1000)
         t.loop.add(timer, forMode: .default)
@@ -113,7 +120,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(fireAt: t.at(25), interval: .milliseconds(10), repeats: true) { _ in
+        let timer = LoopTimer(fireAt: t.at(25), interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
             fired.append(t.elapsed)
         }
         t.advance(ms: 5)
@@ -126,7 +133,9 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        t.loop.add(LoopTimer(fireAt: t.start - .milliseconds(500)) { _ in fired.append(t.elapsed) }, forMode: .default)
+        t.loop.add(LoopTimer(fireAt: t.start - .milliseconds(500), on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }, forMode: .default)
         #expect(t.runOnePass() == .timedOut)  // the mode is now empty too, but timedOut takes precedence
         #expect(fired == ms(0))
     }
@@ -137,7 +146,9 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }
         t.loop.add(timer, forMode: .default)
         t.advance(ms: 35)  // the loop did not run for 3.5 intervals: slots 10, 20 and 30 are missed
         t.runOnePass()
@@ -151,7 +162,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fireCount = 0
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fireCount += 1 }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in fireCount += 1 }
         t.loop.add(timer, forMode: .default)
         t.advance(ms: 40)
         t.runOnePass()
@@ -163,7 +174,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
             fired.append(t.elapsed)
             if fired.count == 1 {
                 t.advance(ms: 25)  // the first callback "works" for 25 ms: slots 20 and 30 pass
@@ -181,9 +192,12 @@ struct LoopTimerTests {
         defer { t.loop.invalidate() }
         let wakes = t.wakeCounter()
         var fired: [String: Duration] = [:]
-        t.loop.add(LoopTimer(interval: .milliseconds(10), tolerance: .milliseconds(5)) { _ in fired["A"] = t.elapsed },
+        t.loop.add(LoopTimer(interval: .milliseconds(10), tolerance: .milliseconds(5),
+                             on: t.isolated) { _ in fired["A"] = t.elapsed },
                    forMode: .default)
-        t.loop.add(LoopTimer(interval: .milliseconds(13)) { _ in fired["B"] = t.elapsed }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(13), on: t.isolated) { _ in
+            fired["B"] = t.elapsed
+        }, forMode: .default)
         #expect(t.run(until: 1000) == .finished)
         #expect(fired == ["A": .milliseconds(13), "B": .milliseconds(13)])
         #expect(wakes() == 1)
@@ -194,8 +208,12 @@ struct LoopTimerTests {
         defer { t.loop.invalidate() }
         let wakes = t.wakeCounter()
         var fired: [String: Duration] = [:]
-        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired["A"] = t.elapsed }, forMode: .default)
-        t.loop.add(LoopTimer(interval: .milliseconds(13)) { _ in fired["B"] = t.elapsed }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
+            fired["A"] = t.elapsed
+        }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(13), on: t.isolated) { _ in
+            fired["B"] = t.elapsed
+        }, forMode: .default)
         #expect(t.run(until: 1000) == .finished)
         #expect(fired == ["A": .milliseconds(10), "B": .milliseconds(13)])
         #expect(wakes() == 2)
@@ -205,8 +223,11 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [String: Duration] = [:]
-        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired["A"] = t.elapsed }, forMode: .default)
-        t.loop.add(LoopTimer(interval: .milliseconds(12), tolerance: .milliseconds(5)) { _ in fired["B"] = t.elapsed },
+        t.loop.add(LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
+            fired["A"] = t.elapsed
+        }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(12), tolerance: .milliseconds(5),
+                             on: t.isolated) { _ in fired["B"] = t.elapsed },
                    forMode: .default)
         t.run(until: 1000)
         #expect(fired["A"] == .milliseconds(10))
@@ -219,9 +240,11 @@ struct LoopTimerTests {
         let wakes = t.wakeCounter()
         var fired: [String: Duration] = [:]
         // B may wait until 12, so the loop wakes once at 10 for both; A must not be pulled forward to 7.
-        t.loop.add(LoopTimer(interval: .milliseconds(10), tolerance: .milliseconds(5)) { _ in fired["A"] = t.elapsed },
+        t.loop.add(LoopTimer(interval: .milliseconds(10), tolerance: .milliseconds(5),
+                             on: t.isolated) { _ in fired["A"] = t.elapsed },
                    forMode: .default)
-        t.loop.add(LoopTimer(interval: .milliseconds(7), tolerance: .milliseconds(5)) { _ in fired["B"] = t.elapsed },
+        t.loop.add(LoopTimer(interval: .milliseconds(7), tolerance: .milliseconds(5),
+                             on: t.isolated) { _ in fired["B"] = t.elapsed },
                    forMode: .default)
         t.run(until: 1000)
         #expect(fired == ["A": .milliseconds(10), "B": .milliseconds(10)])
@@ -232,7 +255,8 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, tolerance: .milliseconds(3)) { _ in
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, tolerance: .milliseconds(3),
+                              on: t.isolated) { _ in
             fired.append(t.elapsed)
         }
         t.loop.add(timer, forMode: .default)
@@ -261,7 +285,7 @@ struct LoopTimerTests {
         defer { t.loop.invalidate() }
         t.keepAlive(.default)
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { timer in
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { timer in
             fired.append(t.elapsed)
             if fired.count == 3 {
                 timer.invalidate()
@@ -278,7 +302,9 @@ struct LoopTimerTests {
         defer { t.loop.invalidate() }
         t.keepAlive(.default)
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }
         t.loop.add(timer, forMode: .default)
         t.run(until: 25)
         timer.invalidate()
@@ -293,8 +319,8 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [String] = []
-        let b = LoopTimer(interval: .milliseconds(10)) { _ in fired.append("B") }
-        let a = LoopTimer(interval: .milliseconds(10)) { _ in
+        let b = LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in fired.append("B") }
+        let a = LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
             fired.append("A")
             b.invalidate()
         }
@@ -310,8 +336,12 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }, forMode: .default)
-        t.loop.add(LoopTimer(interval: .milliseconds(20)) { _ in fired.append(t.elapsed) }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(20), on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }, forMode: .default)
         #expect(t.run(until: 1000) == .finished)
         #expect(fired == ms(10, 20))
         #expect(t.elapsed == .milliseconds(20))
@@ -344,7 +374,9 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [LoopMode] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.loop.currentMode!) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
+            fired.append(t.loop.currentMode!)
+        }
         t.loop.add(timer, forMode: .default)
         t.loop.add(timer, forMode: .tracking)
         t.run(.default, until: 10)
@@ -358,7 +390,9 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }
         t.loop.add(timer, forMode: .common)
         t.run(.default, until: 25)
         t.run(.tracking, until: 45)
@@ -371,7 +405,7 @@ struct LoopTimerTests {
         var fired: [(Duration, LoopMode)] = []
         // Added first, so it fires first at 10, and runs one pass of tracking while the timer is due in both modes.
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in t.runOnePass(.tracking) }, forMode: .default)
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
             fired.append((t.elapsed, t.loop.currentMode!))
         }
         t.loop.add(timer, forMode: .default)
@@ -386,7 +420,7 @@ struct LoopTimerTests {
         defer { t.loop.invalidate() }
         t.keepAlive(.tracking)
         var fireCount = 0
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fireCount += 1 }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in fireCount += 1 }
         t.loop.add(timer, forMode: .default)
         #expect(t.run(.tracking, until: 100) == .timedOut)
         #expect(fireCount == 0)
@@ -397,7 +431,9 @@ struct LoopTimerTests {
         defer { t.loop.invalidate() }
         t.keepAlive(.tracking)
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }
         t.loop.add(timer, forMode: .default)
         t.run(.default, until: 10)
         t.run(.tracking, until: 45)  // slots 20, 30 and 40 pass while tracking
@@ -412,7 +448,9 @@ struct LoopTimerTests {
         defer { t.loop.invalidate() }
         t.keepAlive(.default)
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }
         t.loop.add(timer, forMode: .common)
         t.loop.remove(timer, forMode: .default)
         t.run(.default, until: 30)
@@ -426,7 +464,9 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }
         t.loop.add(timer, forMode: .default)
         t.loop.remove(timer, forMode: .default)
         t.loop.add(timer, forMode: .default)
@@ -441,7 +481,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Int] = []
-        let timers = (0..<5).map { index in LoopTimer(fireAt: t.at(10)) { _ in fired.append(index) } }
+        let timers = (0..<5).map { index in LoopTimer(fireAt: t.at(10), on: t.isolated) { _ in fired.append(index) } }
         for index in [3, 1, 4, 0, 2] {
             t.loop.add(timers[index], forMode: .default)
         }
@@ -454,7 +494,8 @@ struct LoopTimerTests {
         defer { t.loop.invalidate() }
         var fired: [String] = []
         for name in ["B", "A", "C"] {
-            t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(name) },
+            t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true,
+                                 on: t.isolated) { _ in fired.append(name) },
                        forMode: .default)
         }
         t.run(until: 30)
@@ -465,9 +506,9 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [String] = []
-        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+        t.loop.add(LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
             fired.append("A")
-            t.loop.add(LoopTimer(fireAt: t.clock.now) { _ in fired.append("B") }, forMode: .default)
+            t.loop.add(LoopTimer(fireAt: t.clock.now, on: t.isolated) { _ in fired.append("B") }, forMode: .default)
         }, forMode: .default)
         t.advance(ms: 10)
         t.runOnePass()
@@ -482,7 +523,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in fired.append(t.elapsed) }
         t.loop.add(timer, forMode: .default)
         timer.setNextFireDate(t.at(30))
         #expect(t.run(until: 1000) == .finished)
@@ -493,7 +534,9 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }
         t.loop.add(timer, forMode: .default)
         t.run(until: 10)
         timer.setNextFireDate(t.at(25))
@@ -505,7 +548,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10)) { timer in
+        let timer = LoopTimer(interval: .milliseconds(10), on: t.isolated) { timer in
             fired.append(t.elapsed)
             if fired.count == 1 {
                 timer.setNextFireDate(t.at(30))
@@ -521,7 +564,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { timer in
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { timer in
             fired.append(t.elapsed)
             if fired.count == 1 {
                 timer.setNextFireDate(t.at(25))
@@ -540,7 +583,7 @@ struct LoopTimerTests {
         var fired: [Duration] = []
         var nestedFires = 0
         var depth = 0
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
             fired.append(t.elapsed)
             if depth > 0 { nestedFires += 1 }
             if fired.count == 1 {
@@ -562,7 +605,7 @@ struct LoopTimerTests {
         // Both are due at 10. The first (added first) starts "tracking" for 35 ms; the common timer must keep its
         // slots during the drag, not wait for the outer pass.
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in t.run(.tracking, until: 45) }, forMode: .default)
-        t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+        t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
             fired.append((t.elapsed, t.loop.currentMode!))
         }, forMode: .common)
         t.run(.default, until: 60)
@@ -576,12 +619,13 @@ struct LoopTimerTests {
         var fired: [(Duration, Int)] = []
         var depth = 0
         // Both are due at 10; the first (added first) runs the default mode nested for 35 ms.
-        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+        t.loop.add(LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
             depth += 1
             t.run(.default, until: 45)
             depth -= 1
         }, forMode: .default)
-        t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append((t.elapsed, depth)) },
+        t.loop.add(LoopTimer(interval: .milliseconds(10), repeats: true,
+                             on: t.isolated) { _ in fired.append((t.elapsed, depth)) },
                    forMode: .default)
         t.run(.default, until: 60)
         #expect(fired.map(\.0) == ms(10, 20, 30, 40, 50, 60))
@@ -592,7 +636,7 @@ struct LoopTimerTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [(Duration, LoopMode)] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in
             fired.append((t.elapsed, t.loop.currentMode!))
             if fired.count == 1 {
                 t.run(.tracking, until: 45)
@@ -615,7 +659,7 @@ struct LoopTimerDueBatchTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [Duration] = []
-        let b = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(t.elapsed) }
+        let b = LoopTimer(interval: .milliseconds(10), repeats: true, on: t.isolated) { _ in fired.append(t.elapsed) }
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
             t.loop.remove(b, forMode: .default)
             t.loop.add(b, forMode: .default)
@@ -631,8 +675,8 @@ struct LoopTimerDueBatchTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [(String, Duration)] = []
-        let b = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(("b", t.elapsed)) }
-        let c = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(("c", t.elapsed)) }
+        let b = LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in fired.append(("b", t.elapsed)) }
+        let c = LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in fired.append(("c", t.elapsed)) }
         t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
             b.setNextFireDate(t.at(15))
             c.invalidate()
@@ -649,10 +693,10 @@ struct LoopTimerDueBatchTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var passes = 0
-        t.loop.add(LoopObserver(activities: .beforeTimers) { _, _ in passes += 1 }, forMode: .default)
+        t.loop.add(LoopObserver(activities: .beforeTimers, on: t.isolated) { _, _ in passes += 1 }, forMode: .default)
         let b = LoopTimer(interval: .milliseconds(10)) { _ in }
         var nestedPasses = 0
-        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+        t.loop.add(LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
             t.loop.remove(b, forMode: .default)  // b stays in the batch, no longer live
             passes = 0
             t.run(.default, until: 1000)
@@ -668,8 +712,8 @@ struct LoopTimerDueBatchTests {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }
         var fired: [String] = []
-        let b = LoopTimer(interval: .milliseconds(10)) { _ in fired.append("b") }
-        t.loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+        let b = LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in fired.append("b") }
+        t.loop.add(LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
             fired.append("a")
             t.loop.threadDidExit()  // what the thread's exit does, from inside a callback of the batch
         }, forMode: .default)
@@ -773,7 +817,7 @@ struct LoopTimerRealClockTests {
         defer { loop.invalidate() }
         let start = loop.now
         var firedAt: LoopInstant?
-        let timer = LoopTimer(interval: .milliseconds(20)) { _ in firedAt = loop.now }
+        let timer = LoopTimer(interval: .milliseconds(20), on: loop.assumeIsolated()) { _ in firedAt = loop.now }
         loop.add(timer, forMode: .default)
         let fireDate = try #require(timer.fireDate)
         while firedAt == nil, loop.now < start + Self.hangGuard {
@@ -789,7 +833,8 @@ struct LoopTimerRealClockTests {
         defer { loop.invalidate() }
         let start = loop.now
         var firedAt: [LoopInstant] = []
-        let timer = LoopTimer(interval: .milliseconds(5), repeats: true, tolerance: .milliseconds(2)) { timer in
+        let timer = LoopTimer(interval: .milliseconds(5), repeats: true, tolerance: .milliseconds(2),
+                              on: loop.assumeIsolated()) { timer in
             firedAt.append(loop.now)
             if firedAt.count == 5 { timer.invalidate() }
         }
@@ -810,7 +855,9 @@ struct LoopTimerRealClockTests {
         defer { loop.invalidate() }
         let start = clock.now
         var fired: [Duration] = []
-        let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in fired.append(clock.now - start) }
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, on: loop.assumeIsolated()) { _ in
+            fired.append(clock.now - start)
+        }
         onAnotherThread { loop.add(timer, forMode: .default) }
         #expect(timer.fireDate == start + .milliseconds(10))
         clock.advance(by: .milliseconds(25))  // the loop's thread is busy elsewhere for 25 ms

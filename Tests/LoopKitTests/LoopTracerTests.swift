@@ -72,7 +72,8 @@ struct LoopTracerTests {
         defer { loop.invalidate() }
         let tracer = LoopTracer(loop: loop)
         var snapshot: [[String: Any]] = []
-        loop.add(LoopTimer(interval: .milliseconds(1)) { _ in snapshot = (try? self.events(tracer)) ?? [] },
+        loop.add(LoopTimer(interval: .milliseconds(1),
+                           on: loop.assumeIsolated()) { _ in snapshot = (try? self.events(tracer)) ?? [] },
                  forMode: .default)
         loop.run(mode: .default, before: .distantFuture)
         #expect(!snapshot.isEmpty)

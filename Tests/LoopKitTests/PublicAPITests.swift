@@ -9,9 +9,11 @@ struct PublicAPITests {
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
         var trace: [String] = []
-        loop.add(LoopObserver(activities: [.entry, .exit]) { _, activity in trace.append("\(activity)") },
+        // On the loop's own thread, items may capture non-Sendable state through the isolated view.
+        let isolated = loop.assumeIsolated()
+        loop.add(LoopObserver(activities: [.entry, .exit], on: isolated) { _, activity in trace.append("\(activity)") },
                  forMode: .default)
-        let source = LoopSource { _ in
+        let source = LoopSource(on: isolated) { _ in
             trace.append("source")
             loop.stop()
         }
