@@ -16,7 +16,7 @@ extension Loop {
     ///   - returnAfterSourceHandled: Return `.handledSource` after the first pass that handled a source.
     /// - Returns: Why the run ended; see `RunResult` for the precedence.
     /// - Precondition: Called on the loop's thread; `mode` is not `.common`.
-    @available(*, noasync, message: "run blocks its thread; use a LoopThread")
+    @available(*, noasync, message: "run blocks its thread: use a LoopThread, or a synchronous main for Loop.main")
     @discardableResult
     public func run(mode: LoopMode, before deadline: LoopInstant, returnAfterSourceHandled: Bool = false) -> RunResult {
         self.preconditionIsCurrent("Loop.run(mode:before:)")
@@ -50,7 +50,7 @@ extension Loop {
     /// - Returns: `.stopped` when `stop()` ended it, `.finished` when the default mode ran out of sources, timers and
     ///   blocks (at once if it had none: this never spins on an empty mode).
     /// - Precondition: Called on the loop's thread.
-    @available(*, noasync, message: "run blocks its thread; use a LoopThread")
+    @available(*, noasync, message: "run blocks its thread: use a LoopThread, or a synchronous main for Loop.main")
     @discardableResult
     public func run() -> RunResult {
         while true {

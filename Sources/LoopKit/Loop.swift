@@ -105,6 +105,11 @@ public final class Loop: @unchecked Sendable {
     }
 
     /// The main thread's loop. Any thread may use it; only the main thread may run it.
+    ///
+    /// While the main thread runs it in a common mode, the main queue is one of its sources: `DispatchQueue.main`
+    /// work and `@MainActor` code run between its other callouts, as on CFRunLoop's main loop, and the main queue
+    /// keeps the common modes alive, so `run()` returns only when stopped. A tool whose `main` runs it must be
+    /// synchronous: an `async` main parks the main thread in Dispatch, which then owns it (the runs are `noasync`).
     public static let main: Loop = makeOrTrap(owner: .mainThread)
 
     /// The calling thread's loop, created the first time the thread asks and released when the thread exits.

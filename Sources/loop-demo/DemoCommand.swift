@@ -4,6 +4,7 @@
 /// loop-demo [tracking] [--fps 60|120] [--duration SECONDS] [--interactive] [--json] [--trace FILE] [--no-color]
 /// loop-demo phases [--trace FILE] [--no-color]
 /// loop-demo hitches [--duration SECONDS] [--trace FILE] [--no-color]
+/// loop-demo echo [--port N] [--loops K] [--spare-descriptors N]
 /// loop-demo help [COMMAND]        loop-demo [COMMAND] --help | -h
 /// ```
 ///
@@ -92,9 +93,9 @@ enum DemoCommand: Equatable {
                 return next
             }
             switch (option, name) {
-            case ("--trace", _):
+            case ("--trace", let command) where command != .echo:
                 common.tracePath = try value()
-            case ("--no-color", _) where attached == nil:
+            case ("--no-color", let command) where attached == nil && command != .echo:
                 common.noColor = true
             case ("--fps", .tracking):
                 let text = try value()

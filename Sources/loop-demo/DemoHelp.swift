@@ -40,6 +40,8 @@ enum DemoHelp {
           hitches    a 120 Hz display link with some heavy frames, measured by the
                      hitch monitor
           echo       a TCP echo server on 127.0.0.1, on a loop group
+          main-queue DispatchQueue.main and @MainActor code on Loop.main (with
+                     --foundation: the same program on Foundation's RunLoop.main)
 
         \(usage)
 
