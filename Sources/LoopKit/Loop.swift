@@ -110,6 +110,8 @@ public final class Loop: @unchecked Sendable {
     /// work and `@MainActor` code run between its other callouts, as on CFRunLoop's main loop, and the main queue
     /// keeps the common modes alive, so `run()` returns only when stopped. A tool whose `main` runs it must be
     /// synchronous: an `async` main parks the main thread in Dispatch, which then owns it (the runs are `noasync`).
+    /// The first run asks libdispatch for the main queue's descriptor, and libdispatch traps if none is left then:
+    /// lower the process's descriptor limit only after it.
     public static let main: Loop = makeOrTrap(owner: .mainThread)
 
     /// The calling thread's loop, created the first time the thread asks and released when the thread exits.

@@ -15,7 +15,8 @@
 ///
 /// `descriptor` is an epoll set holding the loop's wake-up channel, a timer armed at the mode's next timer, and the
 /// mode's descriptor sources, so `perform`, `signal()`, timers and ready descriptors all make it readable. Between
-/// `prepare()` and `dispatch()` the loop counts as asleep: other threads wake it through the descriptor. Linux only
+/// `prepare()` and `dispatch()` the loop counts as asleep: other threads wake it through the descriptor. On the main
+/// thread's loop, the main queue's source is among the mode's descriptors (in a common mode). Linux only
 /// (`init` throws elsewhere). Loop thread only, except `descriptor`.
 public final class LoopHostDriver {
     /// The loop driven. Any thread.
@@ -47,6 +48,7 @@ public final class LoopHostDriver {
         if let deadlineTimer {
             _ = epoll.add(deadlineTimer.descriptor, watching: .readable)
         }
+        loop.serveMainQueueIfNeeded()  // the main loop's main-queue source, before the first `prepare()` looks
     }
 
     /// The descriptor the host watches for reading: readable whenever the loop has work. Any thread.

@@ -60,12 +60,26 @@ final class EchoServer {
             Self.log("shutting down: no new connections; flushing the open ones")
             Self.shutDown(group: group, listener: listener, connections: connections)
         }
-        if let spare = self.options.spareDescriptors {
-            try Self.limitDescriptors(spare: spare)
+        var setUpError: DemoError?
+        let spare = self.options.spareDescriptors
+        Loop.main.assumeIsolated().perform {
+            // In the first pass: the main loop's first run has taken the main queue's descriptor from libdispatch,
+            // which traps if none is left, so the limit must come after it.
+            do throws(DemoError) {
+                if let spare { try Self.limitDescriptors(spare: spare) }
+            } catch {
+                setUpError = error
+                Loop.main.stop()
+                return
+            }
+            Terminal.write("listening on 127.0.0.1:\(port)\n")
         }
-        Terminal.write("listening on 127.0.0.1:\(port)\n")
         Loop.main.run()
         signals.invalidate()
+        if let setUpError {
+            group.syncShutdownGracefully()
+            throw setUpError
+        }
         Self.log("stopped")
         return DemoMain.success
     }

@@ -2,11 +2,19 @@ import Dispatch
 import Foundation
 import LoopKit
 
-/// `loop-demo main-queue [--foundation]`: shows that `DispatchQueue.main`, `Task { @MainActor in }` and
-/// `MainActor.run` work on a main thread that runs `Loop.main` (or, with `--foundation`, Foundation's `RunLoop.main`),
-/// and that main-queue work waits while the loop runs a mode that is not common. Prints one line per check and exits
-/// 0 when all of them ran; the tests compare both loops' output.
+/// `loop-demo main-queue [--foundation | --host-driver]`: shows that `DispatchQueue.main`, `Task { @MainActor in }`
+/// and `MainActor.run` work on a main thread that runs `Loop.main` (with `--foundation`: Foundation's `RunLoop.main`;
+/// with `--host-driver`: `Loop.main` driven by a `poll(2)` host loop through a `LoopHostDriver`), and that main-queue
+/// work waits while the loop runs a mode that is not common. Prints one line per check and exits 0 when all of them
+/// ran; the tests compare the outputs.
 enum MainQueueProbe {
+    /// What runs the main thread.
+    enum Runner {
+        case loopKit
+        case foundation
+        case hostDriver
+    }
+
     /// What ran, touched on the main thread only (main-queue work and the loop's callbacks run there).
     nonisolated(unsafe) private static var seen: Set<String> = []
     nonisolated(unsafe) private static var isInModalRun = false
@@ -16,7 +24,13 @@ enum MainQueueProbe {
                                                 "MainActor.run", "modal run ended"]
 
     /// Runs the probe on the main thread. Returns the exit status.
-    static func run(foundation: Bool) -> Int32 {
+    static func run(_ runner: Runner) -> Int32 {
+        let foundation = runner == .foundation
+        let driver = runner == .hostDriver ? try? LoopHostDriver(loop: Loop.main) : nil
+        if runner == .hostDriver && driver == nil {
+            print("no host driver on this system")
+            return 1
+        }
         DispatchQueue.main.async { Self.seen.insert("DispatchQueue.main.async") }
         Task { @MainActor in Self.seen.insert("Task { @MainActor in }") }
         Task.detached {
@@ -31,6 +45,8 @@ enum MainQueueProbe {
         while !Self.expected.isSubset(of: Self.seen), Date() < deadline {
             if foundation {
                 _ = RunLoop.main.run(mode: .default, before: Date().addingTimeInterval(0.5))
+            } else if let driver {
+                Self.hostLoopCycle(driver)
             } else {
                 Loop.main.run(mode: .default, before: Loop.main.now + .milliseconds(500))
             }
@@ -41,6 +57,16 @@ enum MainQueueProbe {
         print("main-queue work during a run of a mode that is not common: "
             + (Self.ranDuringModalRun ? "ran" : "waited"))
         return Self.expected.isSubset(of: Self.seen) ? 0 : 1
+    }
+
+    /// One cycle of a host loop that owns the main thread: `poll(2)` on the driver's descriptor (at most 500 ms),
+    /// then one pass.
+    private static func hostLoopCycle(_ driver: LoopHostDriver) {
+        let timeout = driver.prepare().map { min($0, .milliseconds(500)) } ?? .milliseconds(500)
+        let milliseconds = Int32((timeout / .milliseconds(1)).rounded(.up))  // never early
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        _ = poll(&watched, 1, milliseconds)
+        driver.dispatch()
     }
 
     /// Runs a custom mode for 100 ms with main-queue work pending.

@@ -4,6 +4,8 @@ import Foundation
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "main-queue" {
     // Needs the process's real main thread, so it is not one of DemoMain's commands (which the tests run in-process).
-    exit(MainQueueProbe.run(foundation: arguments.dropFirst().contains("--foundation")))
+    let options = arguments.dropFirst()
+    exit(MainQueueProbe.run(options.contains("--foundation") ? .foundation
+                            : options.contains("--host-driver") ? .hostDriver : .loopKit))
 }
 exit(DemoMain.run(arguments: arguments))

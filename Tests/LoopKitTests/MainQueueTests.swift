@@ -21,6 +21,7 @@ struct MainQueueTests {
     @Test func mainQueueWorkAndMainActorCodeRunOnTheMainLoopAsOnFoundationsMainRunLoop() throws {
         let loopKit = try self.runProbe([])
         let foundation = try self.runProbe(["--foundation"])
+        let hostDriven = try self.runProbe(["--host-driver"])
         let expected = """
             DispatchQueue.main.async: ran
             MainActor.run: ran
@@ -32,5 +33,7 @@ struct MainQueueTests {
         #expect(loopKit.status == 0)
         #expect(loopKit.output == expected)
         #expect(foundation.output == loopKit.output)
+        #expect(hostDriven.status == 0)
+        #expect(hostDriven.output == loopKit.output)  // through a poll(2) host loop and a LoopHostDriver
     }
 }

@@ -4,7 +4,7 @@ import Foundation
 
 let scenarios: [any Scenario] = [
     WakeupScenario(), PingPongScenario(), TimerScenario(), DisplayLinkScenario(), ThroughputScenario(),
-    ProducersScenario(), IdleScenario(), ScaleScenario(), CountersScenario(),
+    ProducersScenario(), IdleScenario(), ScaleScenario(), CountersScenario(), EchoScenario(),
 ]
 
 let options: Options
@@ -17,6 +17,9 @@ do {
 if options.showHelp {
     print(Options.usage(scenarios: scenarios))
     exit(0)
+}
+if options.isDispatchEchoServer {
+    DispatchEchoServer.serve(queues: options.echoServerQueues)  // the echo scenario's child process; never returns
 }
 
 #if DEBUG
@@ -74,7 +77,9 @@ for (index, scenario) in selected.enumerated() {
     context.progress("      \(scenario.name) done in \(Format.number(Double(System.now - scenarioStart) / 1e9)) s")
 }
 
-let verdicts = VerdictJudge(reports: reports).verdicts().filter { options.only.isEmpty || $0.met != nil }
+let verdicts = VerdictJudge(reports: reports).verdicts().filter {
+    options.only.isEmpty || $0.met != nil || $0.wasNotRun
+}
 print("## Verdicts (the benchmark's targets)")
 print("")
 for verdict in verdicts {

@@ -77,6 +77,71 @@ int cbench_tracepoint_counter_open(pid_t tid, const char *tracepoint);
 /// calling thread.
 int64_t cbench_counter_read(int fd);
 
+// MARK: Loopback TCP for the echo scenario (socket.c)
+
+/// What the socket calls below return when the call would block (EAGAIN): nothing to read, no room to write, or no
+/// connection waiting.
+#define CBENCH_WOULD_BLOCK (-2)
+
+/// A non-blocking, close-on-exec TCP listener on 127.0.0.1, on an ephemeral port (socket(2), bind(2), listen(2)).
+/// Stores the port in `port` and returns the descriptor.
+int cbench_tcp_listen_loopback(int *port);
+/// Accepts one waiting connection, non-blocking, close-on-exec, with TCP_NODELAY (accept4(2)). Returns the
+/// descriptor, CBENCH_WOULD_BLOCK when none is waiting, or -1.
+int cbench_tcp_accept(int listener);
+/// Connects to 127.0.0.1:`port` (connect(2), blocking), then makes the socket non-blocking with TCP_NODELAY.
+/// Returns the descriptor, close-on-exec, or -1.
+int cbench_tcp_connect_loopback(int port);
+/// recv(2) into `buffer`, retrying EINTR. Returns the count, 0 at the end of the stream, CBENCH_WOULD_BLOCK, or -1.
+long cbench_recv(int fd, void *buffer, unsigned long size);
+/// send(2) with MSG_NOSIGNAL (a closed peer is an error, not SIGPIPE), retrying EINTR. Returns the count,
+/// CBENCH_WOULD_BLOCK, or -1.
+long cbench_send(int fd, const void *buffer, unsigned long size);
+
+/// One descriptor epoll reported ready: the token it was registered with, and what it is ready for. An error or a
+/// hang-up counts as readable, so that the next recv(2) reports it.
+typedef struct {
+    uint64_t token;
+    bool readable;
+    bool writable;
+} cbench_ready_event;
+
+/// Registers `fd` with `epfd` (epoll_ctl(2) EPOLL_CTL_ADD, level-triggered) for readability, and for writability
+/// too when `writable`, under `token`.
+int cbench_epoll_watch(int epfd, int fd, uint64_t token, bool writable);
+/// Changes the interest of a registered `fd` (epoll_ctl(2) EPOLL_CTL_MOD), as `cbench_epoll_watch`.
+int cbench_epoll_rewatch(int epfd, int fd, uint64_t token, bool writable);
+/// Waits in epoll_wait(2) for up to `capacity` events, retrying EINTR. Returns the ready count (0 on timeout).
+int cbench_epoll_wait_ready(int epfd, cbench_ready_event *events, int capacity, int timeout_ms);
+
+// MARK: Child processes and SIGTERM for the echo scenario (process.c)
+
+/// Starts `path` with `argv` (NULL-terminated; argv[0] included) and this process's environment, its standard output
+/// a pipe whose read end, close-on-exec, is stored in `stdout_fd`; standard error is shared (posix_spawn(3)). The
+/// child starts with no signal blocked and SIGTERM at its default action. Returns the child's pid, or -1.
+pid_t cbench_spawn(const char *path, char *const argv[], int *stdout_fd);
+/// Reads one line from `fd` into `buffer` (without the newline, NUL-terminated), waiting up to `timeout_ms` in all
+/// (poll(2), read(2) a byte at a time, so that nothing after the line is consumed). Returns the line's length,
+/// -1 when the output ended or failed first, or CBENCH_WOULD_BLOCK when no whole line came in time.
+long cbench_read_line(int fd, char *buffer, unsigned long size, int timeout_ms);
+/// Sends SIGTERM (kill(2)).
+int cbench_terminate(pid_t pid);
+/// Sends SIGKILL (kill(2)).
+int cbench_kill(pid_t pid);
+/// Waits up to `timeout_ms` for child `pid` to end and reaps it (waitpid(2) with WNOHANG, polled every
+/// millisecond). Returns 1 when it exited, with the exit status in `code`; 2 when a signal ended it, with the
+/// signal's number in `code`; 0 when it was still running at the timeout; -1 on error.
+int cbench_wait_exit(pid_t pid, int timeout_ms, int *code);
+/// CPU time used so far by process `pid`, all its threads, user and system, in nanoseconds (/proc/PID/stat; clock
+/// ticks, 10 ms resolution on most kernels), or -1.
+int64_t cbench_process_cpu_ns(pid_t pid);
+/// Blocks SIGTERM in the calling thread (pthread_sigmask(3)); threads started afterwards inherit the mask, so that
+/// `cbench_wait_sigterm` receives it. Also asks for SIGTERM when the parent goes away (prctl(2) PR_SET_PDEATHSIG: when
+/// the thread that spawned this process exits), so that a server never outlives the benchmark that started it.
+int cbench_block_sigterm(void);
+/// Waits for a SIGTERM blocked by `cbench_block_sigterm` (sigwait(3)).
+int cbench_wait_sigterm(void);
+
 // MARK: Machine (system.c)
 
 /// The kernel release (uname(2)), copied into `buffer`.

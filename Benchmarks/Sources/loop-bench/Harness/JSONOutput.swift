@@ -26,6 +26,8 @@ enum JSONOutput {
         let max: Double?
         let mean: Double?
         let figures: [String: Double]?
+        /// Why the implementation was not measured, when its scenario ran without it.
+        let notRun: String?
     }
 
     struct Scenario: Encodable {
@@ -58,7 +60,8 @@ enum JSONOutput {
                               p99: finite(distribution?.p99), p999: finite(distribution?.p999),
                               max: finite(distribution?.max), mean: finite(distribution?.mean),
                               figures: $0.figures.isEmpty ? nil : Dictionary(
-                                  $0.figures.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }))
+                                  $0.figures.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }),
+                              notRun: $0.notRunReason)
             }, notes: report.notes)
         }
         let document = Document(machine: machine, scenarios: scenarios,

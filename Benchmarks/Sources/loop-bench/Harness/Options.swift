@@ -6,11 +6,17 @@ struct Options {
     var svgPath: String?
     var allowDebug = false
     var showHelp = false
+    /// `--echo-server-dispatch`: serve as the echo scenario's Dispatch peer (`DispatchEchoServer`) instead of
+    /// benchmarking. The scenario starts loop-bench so in a child process; not in `--help`.
+    var isDispatchEchoServer = false
+    /// `--queues K`: the Dispatch echo server's serial queues.
+    var echoServerQueues = 1
 
     enum ParseError: Error, CustomStringConvertible {
         case missingValue(String)
         case unknownOption(String)
         case unknownScenario(String, known: [String])
+        case invalidValue(String, String)
 
         var description: String {
             switch self {
@@ -18,6 +24,7 @@ struct Options {
             case .unknownOption(let option): "unknown option \(option) (see --help)"
             case .unknownScenario(let name, let known):
                 "unknown scenario \(name); the scenarios are: \(known.joined(separator: ", "))"
+            case .invalidValue(let option, let value): "\(option) takes a positive number, not \(value)"
             }
         }
     }
@@ -39,6 +46,11 @@ struct Options {
             case "--svg": self.svgPath = try value(for: argument)
             case "--allow-debug": self.allowDebug = true
             case "--help", "-h": self.showHelp = true
+            case "--echo-server-dispatch": self.isDispatchEchoServer = true
+            case "--queues":
+                let text = try value(for: argument)
+                guard let queues = Int(text), queues > 0 else { throw .invalidValue(argument, text) }
+                self.echoServerQueues = queues
             default: throw .unknownOption(argument)
             }
         }

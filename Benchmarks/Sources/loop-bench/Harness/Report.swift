@@ -3,6 +3,8 @@ enum MeasureUnit: String, Sendable {
     case microseconds = "us"
     case nanosecondsPerOperation = "ns/op"
     case blocksPerSecond = "blocks/s"
+    /// Millions of bytes per second.
+    case megabytesPerSecond = "MB/s"
     /// Reports of named figures only (no distribution).
     case figures = "figures"
 
@@ -12,6 +14,7 @@ enum MeasureUnit: String, Sendable {
         case .microseconds: "µs"
         case .nanosecondsPerOperation: "ns/op"
         case .blocksPerSecond: "blocks/s"
+        case .megabytesPerSecond: "MB/s"
         case .figures: ""
         }
     }
@@ -29,6 +32,9 @@ struct ImplementationResult: Sendable {
     /// The samples; `nil` for a report of figures only.
     let distribution: Distribution?
     var figures: [Figure] = []
+    /// Why the implementation was not measured although its scenario ran (a program missing, a server that failed);
+    /// its row then shows "not run", and its targets NOT RUN.
+    var notRunReason: String?
 
     /// The figure named `name`, if any.
     func figure(_ name: String) -> Double? {
@@ -131,7 +137,8 @@ enum TablePrinter {
                     row.append(Format.ratio(report.ratio(of: result.implementation, to: report.foundation)))
                 }
             } else if report.unit != .figures {
-                row += Array(repeating: "-", count: header.count - 1 - figureNames.count)
+                let cells = header.count - 1 - figureNames.count
+                row += [result.notRunReason == nil ? "-" : "not run"] + Array(repeating: "-", count: cells - 1)
             }
             for name in figureNames {
                 row.append(result.figure(name).map(Format.number) ?? "-")

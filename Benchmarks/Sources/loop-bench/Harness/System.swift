@@ -62,6 +62,12 @@ enum System {
     /// Allocations made so far by the whole process.
     static var processAllocations: UInt64 { cbench_alloc_count_process() }
 
+    /// The running executable's absolute path (the target of /proc/self/exe); the programs built beside it are found
+    /// in its directory.
+    static var executablePath: String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    }
+
     /// Raises the descriptor limit so that the descriptor scenario can open a thousand eventfds.
     @discardableResult
     static func raiseDescriptorLimit(to wanted: Int) -> Int {

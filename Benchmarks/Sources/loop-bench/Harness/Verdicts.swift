@@ -5,12 +5,15 @@ struct Verdict: Sendable {
     let met: Bool?
     /// The two numbers, in words.
     let detail: String
+    /// Whether its scenario ran but could not measure an implementation it needs (`met` is then `nil`): printed, as
+    /// NOT RUN, even under `--only`.
+    var wasNotRun = false
 
     var line: String {
         let mark = switch self.met {
         case true?: "MET     "
         case false?: "NOT MET "
-        case nil: "n/a     "
+        case nil: self.wasNotRun ? "NOT RUN " : "n/a     "
         }
         return mark + self.target + ": " + self.detail
     }
@@ -34,18 +37,24 @@ struct VerdictJudge {
 
     private static func us(_ value: Double) -> String { Format.number(value) + " µs" }
 
-    /// `value ≤ factor × reference`, described.
+    /// `value ≤ factor × reference` (`<` when `strictly`), described.
     private static func atMost(_ target: String, _ value: Double?, _ valueName: String, _ factor: Double,
-                               _ reference: Double?, _ referenceName: String, unit: (Double) -> String = us)
-        -> Verdict {
+                               _ reference: Double?, _ referenceName: String, strictly: Bool = false,
+                               unit: (Double) -> String = us) -> Verdict {
         guard let value, let reference else {
             return Verdict(target: target, met: nil, detail: "not measured in this run")
         }
         let bound = factor * reference
         let factorText = factor == 1 ? "" : Format.number(factor) + " × "
-        return Verdict(target: target, met: value <= bound,
+        return Verdict(target: target, met: strictly ? value < bound : value <= bound,
                        detail: "\(valueName) \(unit(value)) vs \(factorText)\(referenceName) \(unit(reference))"
                            + (factor == 1 ? "" : " = \(unit(bound))"))
+    }
+
+    /// A NOT RUN verdict for `target` when its scenario ran without one of `implementations`, with the reason.
+    private func notRun(_ target: String, _ report: String, _ implementations: [String]) -> Verdict? {
+        let reason = implementations.lazy.compactMap { self.report(report)?.result($0)?.notRunReason }.first
+        return reason.map { Verdict(target: target, met: nil, detail: "not run: " + $0, wasNotRun: true) }
     }
 
     func verdicts() -> [Verdict] {
@@ -140,6 +149,22 @@ struct VerdictJudge {
         verdicts.append(Self.atMost("counters: 0 heap allocations per idle pass",
                                     figure("counters/allocations", "LoopKit LoopThread", "per idle pass"),
                                     "allocations", 1, 0, "allowed", unit: Format.number))
+
+        let echo = EchoScenario.messagesReport
+        let messages: (Double) -> String = { Format.number($0) + " msgs/s" }
+        for threads in EchoScenario.threadCounts {
+            let (lk, dq) = (EchoScenario.loopKit(threads), EchoScenario.dispatch(threads))
+            let label = "echo, \(threads) thread\(threads == 1 ? "" : "s")"
+            let rateTarget = "\(label): msgs/s ≥ 1.5 × Dispatch"
+            // "At least" target: 1.5 × Dispatch's rate must be at most LoopKit's.
+            verdicts.append(notRun(rateTarget, echo, [lk, dq]) ?? Self.atMost(
+                rateTarget, figure(echo, dq, "msgs/s").map { $0 * 1.5 }, "1.5 × Dispatch", 1,
+                figure(echo, lk, "msgs/s"), "LoopKit", unit: messages))
+            let tailTarget = "\(label): round-trip p99 < Dispatch"
+            verdicts.append(notRun(tailTarget, echo, [lk, dq]) ?? Self.atMost(
+                tailTarget, distribution(echo, lk)?.p99, "LoopKit p99", 1, distribution(echo, dq)?.p99, "Dispatch p99",
+                strictly: true))
+        }
         return verdicts
     }
 }

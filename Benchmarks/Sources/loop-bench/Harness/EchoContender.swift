@@ -1,0 +1,124 @@
+import Foundation
+
+/// One server of the echo scenario: its child process, the client connected to it, and what was measured.
+///
+/// A contender that cannot start, or fails during the run, keeps the reason in `problem` and is stopped at once; its
+/// rows then say "not run" with that reason, and nothing it measured is reported. Used from one thread.
+final class EchoContender {
+    /// How long a server may take to print its `listening on 127.0.0.1:PORT` line.
+    static let startTimeoutMilliseconds = 10_000
+
+    let name: String
+    /// The command line, for the notes.
+    let command: String
+    private(set) var problem: String?
+    private var server: ChildProcess?
+    private var client: EchoClient?
+
+    // MARK: Measured
+    private(set) var roundTripTimes: [UInt64] = []
+    private(set) var roundTrips = 0
+    private(set) var measuredNanoseconds: UInt64 = 0
+    private(set) var serverCPUNanoseconds: UInt64 = 0
+    private(set) var serverThreads: Int?
+    /// One rate per counted bulk transfer, in MB/s.
+    private(set) var bulkRates: [Double] = []
+    /// How the server ended, once stopped.
+    private(set) var ending: ChildProcess.Ending?
+
+    var isRunning: Bool { self.problem == nil }
+
+    var messagesPerSecond: Double { Double(self.roundTrips) / (Double(self.measuredNanoseconds) / 1e9) }
+
+    /// Starts `path` with `arguments`, waits for its `listening on 127.0.0.1:PORT` line, and connects a client.
+    init(name: String, path: String, arguments: [String]) {
+        self.name = name
+        self.command = ([(path as NSString).lastPathComponent] + arguments).joined(separator: " ")
+        guard let server = ChildProcess(path: path, arguments: arguments) else {
+            self.problem = "cannot start \(path)"
+            return
+        }
+        self.server = server
+        let prefix = "listening on 127.0.0.1:"
+        switch server.readLine(timeoutMilliseconds: Self.startTimeoutMilliseconds) {
+        case .line(let line) where line.hasPrefix(prefix):
+            guard let port = Int(line.dropFirst(prefix.count)) else {
+                self.fail("`\(self.command)` printed `\(line)`, not a port")
+                return
+            }
+            do {
+                self.client = try EchoClient(port: port)
+            } catch {
+                self.fail("`\(self.command)`: \(error)")
+            }
+        case .line(let line):
+            self.fail("`\(self.command)` printed `\(line)` instead of `\(prefix)PORT`")
+        case .ended:
+            self.fail("`\(self.command)` stopped before it listened (it \(server.stop()))")
+        case .timedOut:
+            self.fail("`\(self.command)` did not print `\(prefix)PORT` within "
+                      + "\(Self.startTimeoutMilliseconds / 1_000) s")
+        }
+    }
+
+    /// A contender that is not run, for `reason`.
+    init(name: String, command: String, notRun reason: String) {
+        self.name = name
+        self.command = command
+        self.problem = reason
+    }
+
+    /// Runs the closed loop for `duration` nanoseconds; `counted` keeps the figures, otherwise it is a warm-up.
+    func exchangeMessages(for duration: UInt64, counted: Bool) {
+        guard self.isRunning, let client = self.client, let server = self.server else { return }
+        var discarded: [UInt64] = []
+        // Room for 500,000 round trips a second, reserved before the turn rather than grown during it.
+        self.roundTripTimes.reserveCapacity(self.roundTripTimes.count + Int(duration / 2_000))
+        let cpuBefore = server.cpuNanoseconds
+        do {
+            if counted {
+                self.roundTrips += try client.exchangeMessages(for: duration, recordingInto: &self.roundTripTimes)
+                self.measuredNanoseconds += duration
+                if let cpuBefore, let cpuAfter = server.cpuNanoseconds {
+                    self.serverCPUNanoseconds += cpuAfter &- cpuBefore
+                }
+            } else {
+                _ = try client.exchangeMessages(for: duration, recordingInto: &discarded)
+            }
+        } catch {
+            self.fail("failed during a message turn: \(error)")
+        }
+    }
+
+    /// Echoes `payload` once on the bulk connection; `counted` keeps the rate, otherwise it is a warm-up.
+    func transferBulk(_ payload: UnsafeRawBufferPointer, counted: Bool) {
+        guard self.isRunning, let client = self.client else { return }
+        do {
+            let elapsed = try client.transferBulk(payload)
+            if counted {
+                self.bulkRates.append(Double(payload.count) / (Double(elapsed) / 1e9) / 1e6)
+            }
+        } catch {
+            self.fail("failed during a bulk transfer: \(error)")
+        }
+    }
+
+    /// Counts the server process's threads, all of them, idle ones included.
+    func countServerThreads() {
+        self.serverThreads = self.server?.threadCount
+    }
+
+    /// Closes the client's connections, then stops the server (SIGTERM) and reaps it. Calling it again does nothing.
+    func stop() {
+        self.client = nil
+        if let server = self.server {
+            self.ending = server.stop()
+        }
+    }
+
+    /// Records why the contender stops here, and stops it.
+    private func fail(_ reason: String) {
+        self.problem = self.problem ?? reason
+        self.stop()
+    }
+}
