@@ -1,8 +1,10 @@
 /// A point on a loop clock's time line, in nanoseconds.
 ///
 /// Points and intervals are distinct types: `LoopInstant - LoopInstant` is a `Duration`, and
-/// `LoopInstant + Duration` is a `LoopInstant`. Arithmetic clamps instead of overflowing, so
-/// `.distantFuture + anything` stays `.distantFuture`. Values can be used from any thread.
+/// `LoopInstant + Duration` is a `LoopInstant`. Arithmetic saturates instead of overflowing, for any duration
+/// (`Duration` reaches far beyond 2⁶³ ns): results stop at `0` and `.distantFuture`, which stays `.distantFuture`.
+/// A duration's fraction of a nanosecond rounds the result up, so a deadline computed from a delay is never early.
+/// Values can be used from any thread.
 public struct LoopInstant: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Nanoseconds since the clock's origin (for the system clock, an arbitrary point such as boot).
     public let nanoseconds: UInt64
@@ -19,11 +21,11 @@ public struct LoopInstant: Hashable, Comparable, Sendable, CustomStringConvertib
     }
 
     public static func + (lhs: LoopInstant, rhs: Duration) -> LoopInstant {
-        LoopInstant(nanoseconds: lhs.nanoseconds.clampedAdding(rhs.clampedNanoseconds))
+        LoopInstant(nanoseconds: lhs.nanoseconds.clampedAdding(rhs))
     }
 
     public static func - (lhs: LoopInstant, rhs: Duration) -> LoopInstant {
-        LoopInstant(nanoseconds: lhs.nanoseconds.clampedAdding(-rhs.clampedNanoseconds))
+        LoopInstant(nanoseconds: lhs.nanoseconds.clampedSubtracting(rhs))
     }
 
     /// The signed interval from `rhs` to `lhs`.
@@ -49,17 +51,38 @@ extension UInt64 {
         let magnitude = delta.magnitude
         return magnitude > self ? 0 : self - magnitude
     }
+
+    /// `self + delta` in nanoseconds, a fraction rounded up, clamped to `0...UInt64.max`: exact for any duration.
+    func clampedAdding(_ delta: Duration) -> UInt64 {
+        Self.clamped(Int128(self) + delta.wholeNanoseconds(roundingUp: true))
+    }
+
+    /// `self - delta` in nanoseconds, a fraction rounded so that the result is rounded up, clamped likewise.
+    func clampedSubtracting(_ delta: Duration) -> UInt64 {
+        Self.clamped(Int128(self) - delta.wholeNanoseconds(roundingUp: false))
+    }
+
+    private static func clamped(_ value: Int128) -> UInt64 {
+        value < 0 ? 0 : value > Int128(UInt64.max) ? .max : UInt64(value)
+    }
 }
 
 extension Duration {
-    /// The duration in whole nanoseconds, clamped to `Int64`'s range.
+    /// The duration in whole nanoseconds, a fraction rounded up (never shorter, so never early as a delay or a
+    /// period), clamped to `Int64`'s range.
     var clampedNanoseconds: Int64 {
+        Int64(clamping: self.wholeNanoseconds(roundingUp: true))
+    }
+
+    /// The duration in whole nanoseconds, a fraction rounded toward positive infinity (`roundingUp`) or negative
+    /// infinity; exact for any duration (its components fit in 128 bits of attoseconds).
+    func wholeNanoseconds(roundingUp: Bool) -> Int128 {
         let (seconds, attoseconds) = self.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        let (sum, overflow2) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
-        if overflow2 { return seconds < 0 ? .min : .max }
-        return sum
+        let total = Int128(seconds) * 1_000_000_000_000_000_000 + Int128(attoseconds)
+        let (quotient, remainder) = total.quotientAndRemainder(dividingBy: 1_000_000_000)  // truncates toward zero
+        if roundingUp && remainder > 0 { return quotient + 1 }
+        if !roundingUp && remainder < 0 { return quotient - 1 }
+        return quotient
     }
 
     /// A duration of `seconds`, checked: NaN, infinite and negative values are a precondition failure naming `call`.
@@ -68,6 +91,6 @@ extension Duration {
         loopPrecondition(seconds.isFinite, "\(call): the interval is infinite")
         loopPrecondition(seconds >= 0, "\(call): the interval is negative (\(seconds) s)")
         loopPrecondition(seconds < 9.2e9, "\(call): the interval is too large (\(seconds) s)")
-        return .nanoseconds(Int64((seconds * 1e9).rounded()))
+        return .nanoseconds(Int64((seconds * 1e9).rounded(.up)))  // never a shorter delay than asked for
     }
 }

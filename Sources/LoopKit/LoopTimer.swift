@@ -121,7 +121,8 @@ public final class LoopTimer: @unchecked Sendable {
         loopPrecondition(interval >= .zero, "\(call): the interval is negative (\(interval))")
         loopPrecondition(!repeats || interval > .zero, "\(call): a repeating timer needs an interval greater than zero")
         loopPrecondition(tolerance >= .zero, "\(call): the tolerance is negative (\(tolerance))")
-        self.interval = interval
+        // A one-shot timer with a date has no period: its interval is zero whatever was passed (as Foundation's).
+        self.interval = firstFire != nil && !repeats ? .zero : interval
         self.repeats = repeats
         self.schedule = Mutex(Schedule(fireDate: firstFire, tolerance: tolerance))
         self.callback = callback
@@ -211,7 +212,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// Queues the next fire in `items`' mode, in `slot`; an invalid timer's entries there become stale.
     func schedule(in items: ModeItems, slot: Int32) {
         if let (deadline, tolerance) = self.nextFire() {
-            items.timers.schedule(slot: slot, deadline: deadline, order: self.sequence, tolerance: tolerance)
+            items.timers.schedule(slot: slot, deadline: deadline, tolerance: tolerance)
         } else {
             items.timers.unschedule(slot: slot)
         }

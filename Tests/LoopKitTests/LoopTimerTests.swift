@@ -489,6 +489,42 @@ struct LoopTimerTests {
         #expect(fired == [3, 1, 4, 0, 2])
     }
 
+    @Test func aTimerRescheduledToATiedDateFiresAfterTheTimersAlreadyThere() throws {
+        // CF and libuv break ties by (re)scheduling order: a re-armed timer goes behind those already waiting.
+        let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
+        var fired: [String] = []
+        let a = LoopTimer(fireAt: t.at(10), on: t.isolated) { _ in fired.append("A") }
+        let b = LoopTimer(fireAt: t.at(10), on: t.isolated) { _ in fired.append("B") }
+        let c = LoopTimer(fireAt: t.at(10), on: t.isolated) { _ in fired.append("C") }
+        for timer in [a, b, c] {
+            t.loop.add(timer, forMode: .default)
+        }
+        a.setNextFireDate(t.at(10))  // the same date, scheduled again: now last
+        b.setNextFireDate(t.at(10))
+        t.run(until: 10)
+        #expect(fired == ["C", "A", "B"])
+    }
+
+    @Test func aOneShotTimerWithAFireDateHasNoInterval() throws {
+        let timer = LoopTimer(fireAt: LoopInstant(nanoseconds: 1_000), interval: .seconds(5), repeats: false) { _ in }
+        #expect(timer.interval == .zero)  // as Foundation's Timer: a one-shot timer has no period
+        let repeating = LoopTimer(fireAt: LoopInstant(nanoseconds: 1_000), interval: .seconds(5), repeats: true) { _ in }
+        #expect(repeating.interval == .seconds(5))
+        #expect(LoopTimer(interval: .seconds(2)) { _ in }.interval == .seconds(2))  // the delay before its one fire
+    }
+
+    @Test func aDelayWithAFractionOfANanosecondIsRoundedUpNotDown() throws {
+        let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
+        var firedAt: [LoopInstant] = []
+        let delay = Duration.nanoseconds(1_000_000) + Duration(secondsComponent: 0, attosecondsComponent: 1)
+        t.loop.add(LoopTimer(interval: delay, on: t.isolated) { _ in firedAt.append(t.clock.now) }, forMode: .default)
+        t.run(until: 5)
+        #expect(firedAt == [t.start + .nanoseconds(1_000_001)])  // never before the delay asked for
+        #expect(LoopTimer(timeInterval: 1.5e-9) { _ in }.interval == .nanoseconds(2))
+    }
+
     @Test func repeatingTimersOnOneGridFireInTheOrderTheyWereAddedOnEverySlot() throws {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }

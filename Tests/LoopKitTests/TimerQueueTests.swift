@@ -4,10 +4,10 @@ import Testing
 @Suite("Timer queue")
 struct TimerQueueTests {
     private func entry(_ deadline: UInt64, tolerance: UInt64 = 0, sequence: UInt64, timer: LoopTimer) -> TimerEntry {
-        TimerEntry(deadline: deadline, order: sequence, push: 0, tolerance: tolerance, slot: 0)
+        TimerEntry(deadline: deadline, push: sequence, tolerance: tolerance, slot: 0)
     }
 
-    @Test func entriesComeOutByDeadlineThenSequence() {
+    @Test func entriesComeOutByDeadlineThenSchedulingOrder() {
         let timer = LoopTimer(interval: .seconds(1)) { _ in }
         var queue = TimerQueue()
         var generator = SystemRandomNumberGenerator()
@@ -22,7 +22,7 @@ struct TimerQueueTests {
         var popped: [(UInt64, UInt64)] = []
         while !queue.isEmpty {
             let first = queue.removeFirst()
-            popped.append((first.deadline, first.order))
+            popped.append((first.deadline, first.push))
         }
         #expect(popped.map(\.0) == expected.map(\.0))
         #expect(popped.map(\.1) == expected.map(\.1))
@@ -52,7 +52,7 @@ struct TimerQueueTests {
         queue.insert(self.entry(100, tolerance: 100, sequence: 1, timer: timer))
         queue.insert(self.entry(110, tolerance: 0, sequence: 2, timer: timer))   // stale: ignored
         queue.insert(self.entry(150, tolerance: 0, sequence: 3, timer: timer))
-        #expect(queue.coalescedWakeTime { $0.order != 2 } == 150)
+        #expect(queue.coalescedWakeTime { $0.push != 2 } == 150)
     }
 
     @Test func compactingKeepsOnlyLiveEntriesInOrder() {
@@ -61,13 +61,13 @@ struct TimerQueueTests {
         for sequence in 0..<200 {
             queue.insert(self.entry(UInt64(200 - sequence), sequence: UInt64(sequence), timer: timer))
         }
-        queue.compact { $0.order % 2 == 0 }
+        queue.compact { $0.push % 2 == 0 }
         queue.checkInvariants()
         #expect(queue.count == 100)
         var last: UInt64 = 0
         while !queue.isEmpty {
             let first = queue.removeFirst()
-            #expect(first.order % 2 == 0)
+            #expect(first.push % 2 == 0)
             #expect(first.deadline >= last)
             last = first.deadline
         }
@@ -88,6 +88,28 @@ struct TimerQueueTests {
         #expect(LoopInstant.distantFuture + .seconds(1) == .distantFuture)
         #expect(LoopInstant(nanoseconds: 5) - .seconds(1) == LoopInstant(nanoseconds: 0))
         #expect(LoopInstant(nanoseconds: 5) - LoopInstant(nanoseconds: 8) == .nanoseconds(-3))
+    }
+
+    @Test func instantArithmeticSaturatesForEveryDurationAndNeverTraps() {
+        let origin = LoopInstant(nanoseconds: 0)
+        // Minus a duration beyond -2⁶³ ns: exact, no trap.
+        #expect(origin - .seconds(-9_223_372_037) == LoopInstant(nanoseconds: 9_223_372_037_000_000_000))
+        #expect(origin - .seconds(-20_000_000_000) == .distantFuture)  // past the end: saturates
+        #expect(origin - .nanoseconds(Int64.min) == LoopInstant(nanoseconds: 1 << 63))  // NIO's TimeAmount.min
+        #expect(LoopInstant.distantFuture - .nanoseconds(Int64.min) == .distantFuture)
+        #expect(LoopInstant(nanoseconds: 5) + .seconds(Int64.max) == .distantFuture)
+        #expect(LoopInstant(nanoseconds: 5) + .seconds(Int64.min) == origin)
+        #expect(LoopInstant.distantFuture - .seconds(Int64.max) == origin)
+        #expect(LoopInstant(nanoseconds: 1 << 62) + .seconds(-4_611_686_019) == origin)  // just past zero: clamps
+    }
+
+    @Test func aFractionOfANanosecondRoundsTheInstantUp() {
+        let origin = LoopInstant(nanoseconds: 10)
+        let tiny = Duration(secondsComponent: 0, attosecondsComponent: 1)
+        #expect(origin + tiny == LoopInstant(nanoseconds: 11))
+        #expect(origin - tiny == LoopInstant(nanoseconds: 10))  // subtracting less than a nanosecond: rounded up
+        #expect(origin + .nanoseconds(-1) - tiny == LoopInstant(nanoseconds: 9))
+        #expect(origin + .milliseconds(1) == LoopInstant(nanoseconds: 1_000_010))  // whole nanoseconds are exact
         #expect(Duration.seconds(Int64.max).clampedNanoseconds == .max)
     }
 }

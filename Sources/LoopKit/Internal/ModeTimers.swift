@@ -46,11 +46,10 @@ struct ModeTimers {
     /// Queues a fire of the timer in `slot` at `deadline`; any earlier entry of the slot becomes stale.
     ///
     /// - Complexity: O(log *n*).
-    mutating func schedule(slot: Int32, deadline: UInt64, order: UInt64, tolerance: UInt64) {
+    mutating func schedule(slot: Int32, deadline: UInt64, tolerance: UInt64) {
         self.lastPush &+= 1
         self.pushes[Int(slot)] = self.lastPush
-        self.queue.insert(TimerEntry(deadline: deadline, order: order, push: self.lastPush, tolerance: tolerance,
-                                     slot: slot))
+        self.queue.insert(TimerEntry(deadline: deadline, push: self.lastPush, tolerance: tolerance, slot: slot))
         self.compactIfMostlyStale()
     }
 

@@ -7,20 +7,19 @@
 /// of it as soon as the timer leaves the mode.
 struct TimerEntry {
     var deadline: UInt64
-    /// The timer's order of first addition to its loop: equal deadlines fire in that order.
-    var order: UInt64
-    /// Which scheduling of the slot this entry stands for.
+    /// Which scheduling of the slot this entry stands for; it grows with every scheduling in the mode, so equal
+    /// deadlines fire in the order they were (re)scheduled, as in CF and libuv.
     var push: UInt64
     var tolerance: UInt64
     var slot: Int32
 
     @inline(__always)
     static func precedes(_ lhs: TimerEntry, _ rhs: TimerEntry) -> Bool {
-        (lhs.deadline, lhs.order) < (rhs.deadline, rhs.order)
+        (lhs.deadline, lhs.push) < (rhs.deadline, rhs.push)
     }
 }
 
-/// A binary min-heap of timer entries ordered by `(deadline, order)`. Loop thread only.
+/// A binary min-heap of timer entries ordered by `(deadline, push)`. Loop thread only.
 struct TimerQueue {
     private(set) var entries: [TimerEntry] = []
 
