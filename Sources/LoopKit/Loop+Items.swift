@@ -12,11 +12,14 @@ extension Loop {
     /// The first addition to a loop fixes an interval timer's first fire date at `now + interval`, `now` being the
     /// moment of this call, also when it is made on another thread. A timer in several modes fires once per slot.
     ///
-    /// - Precondition: `timer` is valid and belongs to no other loop.
+    /// - Returns: `false`, adding nothing, if `timer` was already invalidated (CF ignores an invalid timer too):
+    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Precondition: `timer` belongs to no other loop.
     /// - Complexity: O(log *n*) for *n* timers in the mode.
-    public func add(_ timer: LoopTimer, forMode mode: LoopMode) {
+    @discardableResult
+    public func add(_ timer: LoopTimer, forMode mode: LoopMode) -> Bool {
         timer.resolveFireDate(now: self.now)
-        self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)")
+        return self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)")
     }
 
     /// Removes `timer` from `mode`; it stays valid and in its other modes. Any thread.
@@ -36,8 +39,11 @@ extension Loop {
 
     /// Adds `source` to `mode`, calling its `schedule` callback. Any thread.
     ///
-    /// - Precondition: `source` is valid and belongs to no other loop.
-    public func add(_ source: LoopSource, forMode mode: LoopMode) {
+    /// - Returns: `false`, adding nothing, if `source` was already invalidated (CF ignores an invalid timer too):
+    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Precondition: `source` belongs to no other loop.
+    @discardableResult
+    public func add(_ source: LoopSource, forMode mode: LoopMode) -> Bool {
         self.addItem(source, to: mode, call: "Loop.add(_:forMode:)")
     }
 
@@ -56,8 +62,11 @@ extension Loop {
 
     /// Starts watching `source`'s descriptor while the loop runs `mode`. Any thread.
     ///
-    /// - Precondition: `source` is valid and belongs to no other loop.
-    public func add(_ source: LoopDescriptorSource, forMode mode: LoopMode) {
+    /// - Returns: `false`, adding nothing, if `source` was already invalidated (CF ignores an invalid timer too):
+    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Precondition: `source` belongs to no other loop.
+    @discardableResult
+    public func add(_ source: LoopDescriptorSource, forMode mode: LoopMode) -> Bool {
         self.addItem(source, to: mode, call: "Loop.add(_:forMode:)")
     }
 
@@ -76,8 +85,11 @@ extension Loop {
 
     /// Calls `observer` while the loop runs `mode`. Observers do not keep a mode alive. Any thread.
     ///
-    /// - Precondition: `observer` is valid and belongs to no other loop.
-    public func add(_ observer: LoopObserver, forMode mode: LoopMode) {
+    /// - Returns: `false`, adding nothing, if `observer` was already invalidated (CF ignores an invalid timer too):
+    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Precondition: `observer` belongs to no other loop.
+    @discardableResult
+    public func add(_ observer: LoopObserver, forMode mode: LoopMode) -> Bool {
         self.addItem(observer, to: mode, call: "Loop.add(_:forMode:)")
     }
 
@@ -96,13 +108,15 @@ extension Loop {
 
     /// Makes `link` tick while the loop runs `mode` (in `.common`, it keeps ticking during tracking). Any thread.
     ///
-    /// - Precondition: `link` is valid and belongs to no other loop.
-    public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) {
-        loopPrecondition(link.isValid,
-                     "Loop.add(_:forMode:): the LoopDisplayLink was invalidated; an invalid item cannot be added")
+    /// - Returns: `false`, adding nothing, if `link` was already invalidated (CF ignores an invalid timer too):
+    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Precondition: `link` belongs to no other loop.
+    @discardableResult
+    public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
+        guard link.isValid else { return false }
         self.bind(link.timer, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)")
         link.timer.resolveFireDate(now: self.now)
-        self.addItem(link.timer, to: mode, call: "Loop.add(_:forMode:)")
+        return self.addItem(link.timer, to: mode, call: "Loop.add(_:forMode:)")
     }
 
     /// Stops `link` ticking in `mode`. Any thread.
@@ -163,13 +177,14 @@ extension Loop {
         return items
     }
 
-    /// Any thread.
-    func addItem<Item: LoopItem & Sendable>(_ item: Item, to mode: LoopMode, call: StaticString) {
-        loopPrecondition(item.isValid, "\(call): the \(Item.kind) was invalidated; an invalid item cannot be added")
+    /// Any thread. Returns `false` for an item already invalidated.
+    func addItem<Item: LoopItem & Sendable>(_ item: Item, to mode: LoopMode, call: StaticString) -> Bool {
+        guard item.isValid else { return false }
         self.bind(item, kind: Item.kind, call: call)
         self.onLoopThread { loop in
-            loop.attach(item, to: mode)
+            loop.attach(item, to: mode)  // which ignores an item invalidated meanwhile
         }
+        return true
     }
 
     /// Any thread.

@@ -179,7 +179,7 @@ struct LifecycleTests {
             let second = try Loop(clock: ManualLoopClock())
             let link = LoopDisplayLink { _, _ in }
             first.add(link, forMode: .default)
-            withExtendedLifetime(first) { second.add(link, forMode: .default) }
+            withExtendedLifetime(first) { _ = second.add(link, forMode: .default) }
         }
         #expect(result?.standardErrorText.contains("this LoopDisplayLink already belongs to another loop") == true)
     }
