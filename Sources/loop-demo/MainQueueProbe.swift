@@ -56,6 +56,7 @@ enum MainQueueProbe {
         }
         print("main-queue work during a run of a mode that is not common: "
             + (Self.ranDuringModalRun ? "ran" : "waited"))
+        fflush(nil)  // every stream, before exit: a sanitizer's report at exit must not lose the output
         return Self.expected.isSubset(of: Self.seen) ? 0 : 1
     }
 
