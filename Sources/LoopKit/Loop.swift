@@ -94,13 +94,16 @@ public final class Loop: @unchecked Sendable {
         return waiter
     }
 
-    private static func makeOrTrap(owner: Owner) -> Loop {
+    private static func make(owner: Owner) throws(SystemCallError) -> Loop {
+        let clock = SystemLoopClock()
+        return Loop(clock: clock, owner: owner, waiter: try Loop.makeWaiter(clock: clock, backend: LoopBackend.selected))
+    }
+
+    private static func makeOrTrap(owner: Owner, call: StaticString) -> Loop {
         do {
-            let clock = SystemLoopClock()
-            return Loop(clock: clock, owner: owner,
-                        waiter: try Loop.makeWaiter(clock: clock, backend: LoopBackend.selected))
+            return try Loop.make(owner: owner)
         } catch {
-            fatalError("LoopKit: cannot create a loop: \(error)")
+            fatalError("LoopKit: \(call) cannot create the loop: \(error)")
         }
     }
 
@@ -112,17 +115,28 @@ public final class Loop: @unchecked Sendable {
     /// synchronous: an `async` main parks the main thread in Dispatch, which then owns it (the runs are `noasync`).
     /// The first run asks libdispatch for the main queue's descriptor, and libdispatch traps if none is left then:
     /// lower the process's descriptor limit only after it.
-    public static let main: Loop = makeOrTrap(owner: .mainThread)
+    public static let main: Loop = makeOrTrap(owner: .mainThread, call: "Loop.main")
 
     /// The calling thread's loop, created the first time the thread asks and released when the thread exits.
     ///
     /// On the main thread this is `Loop.main`.
     @available(*, noasync, message: "a task may resume on another thread; use a LoopThread or Loop.main")
+    ///
+    /// - Precondition: The loop can be created (two descriptors); `LoopThread` and `Loop(clock:)` throw instead.
     public static var current: Loop {
+        do {
+            return try Loop.currentCreatingIfNeeded()
+        } catch {
+            fatalError("LoopKit: Loop.current cannot create the thread's loop: \(error)")
+        }
+    }
+
+    /// The calling thread's loop, created if needed; throws when it cannot be. Any thread (for itself).
+    static func currentCreatingIfNeeded() throws(SystemCallError) -> Loop {
         if let holder = ThreadLocal.threadObject as? ThreadLoopHolder {
             return holder.loop
         }
-        let loop = ThreadLocal.isMainThread ? Loop.main : makeOrTrap(owner: .thread(token: ThreadLocal.currentToken))
+        let loop = ThreadLocal.isMainThread ? Loop.main : try Loop.make(owner: .thread(token: ThreadLocal.currentToken))
         ThreadLocal.setThreadObject(ThreadLoopHolder(loop))
         return loop
     }
@@ -307,7 +321,7 @@ final class ThreadLoopHolder {
     }
 
     deinit {
-        guard self.loop !== Loop.main else { return }
+        guard !self.loop.isMainLoop else { return }  // not `Loop.main`: that would create it at a thread's exit
         ThreadLocal.restoreToken(self.token)  // so that `isCurrent` holds during the teardown's callbacks
         self.loop.threadDidExit()
     }

@@ -27,22 +27,37 @@ public final class LoopThread: Sendable {
 
     /// Starts a thread named `name` and returns once its loop exists.
     ///
-    /// - Throws: `SystemCallError` when the thread cannot be created.
+    /// - Throws: `SystemCallError` when the thread or its loop cannot be created (out of threads or descriptors).
     public init(name: String = "LoopKit") throws(SystemCallError) {
-        let handoff = Mutex<Loop?>(nil)
+        let handoff = Mutex<Result<Loop, SystemCallError>?>(nil)
         let started = DispatchSemaphore(value: 0)
-        self.thread = try PlatformThread.spawn(name: name) {
+        let thread = try PlatformThread.spawn(name: name) {
             PlatformThread.tuneCurrentThreadForLatency()
-            let loop = Loop.current
+            let loop: Loop
+            switch Result(catching: { () throws(SystemCallError) in try Loop.currentCreatingIfNeeded() }) {
+            case .success(let created):
+                loop = created
+            case .failure(let error):
+                handoff.withLock { $0 = .failure(error) }
+                started.signal()
+                return
+            }
             let keepAlive = LoopSource { _ in }
             loop.add(keepAlive, forMode: .default)
-            handoff.withLock { $0 = loop }
+            handoff.withLock { $0 = .success(loop) }
             started.signal()
             LoopThread.runUntilShutdown(loop)
             keepAlive.invalidate()
         }
         started.wait()
-        self.loop = handoff.withLock { $0! }
+        switch handoff.withLock({ $0! }) {
+        case .success(let loop):
+            self.thread = thread
+            self.loop = loop
+        case .failure(let error):
+            thread.join()
+            throw error
+        }
     }
 
     private static func runUntilShutdown(_ loop: Loop) {

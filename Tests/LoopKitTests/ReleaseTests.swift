@@ -132,6 +132,35 @@ struct ReleaseTests {
         }
     }
 
+    @Test func aThreadThatEndsWithALoopDoesNotCreateTheMainLoop() async {
+        // In a process of its own, where nothing has touched `Loop.main`: it would hold two descriptors for good.
+        await #expect(processExitsWith: .success) {
+            let before = ReleaseTests.openDescriptorCount()
+            for _ in 0..<5 {
+                startThread { _ = Loop.current }.join()  // a thread's loop, torn down as the thread exits
+            }
+            // `Loop.main` would hold at least two (its wake-up pipe); the test harness may open one of its own meanwhile.
+            exit(ReleaseTests.openDescriptorCount() - before < 2 ? 0 : 1)
+        }
+    }
+
+    @Test func aLoopThreadThatCannotGetDescriptorsThrowsInsteadOfTrapping() async {
+        await #expect(processExitsWith: .success) {
+            var limit = rlimit()
+            getrlimit(RLIMIT_NOFILE_VALUE, &limit)
+            let lowestFree = dup(0)  // every number below it is taken
+            close(lowestFree)
+            limit.rlim_cur = rlim_t(lowestFree)  // so nothing is left to open
+            setrlimit(RLIMIT_NOFILE_VALUE, &limit)
+            do throws(SystemCallError) {
+                _ = try LoopThread(name: "starved")
+                exit(1)
+            } catch {
+                exit(error.code == EMFILE ? 0 : 2)
+            }
+        }
+    }
+
     /// Makes a loop whose timer, sources and observer capture it, runs it, invalidates the items and lets go of
     /// everything. Returns whether the loop was freed.
     static func useAndDropALoopWhoseItemsCaptureIt(_ path: DescriptorWaitPath) throws -> Bool {
@@ -170,3 +199,9 @@ final class WeakPayload: @unchecked Sendable {
     weak var payload: ReleaseTests.Payload?
     init(_ payload: ReleaseTests.Payload) { self.payload = payload }
 }
+
+#if canImport(Glibc)
+private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+#else
+private let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
+#endif
