@@ -66,8 +66,26 @@ public final class LoopGroup: Sendable {
     /// Each loop finishes the blocks queued before its shutdown; `perform` on a loop of the group after that is a
     /// precondition failure.
     public func shutdownGracefully(_ completion: @escaping @Sendable () -> Void = {}) {
-        enum Action { case start, wait, callNow }
-        let action = self.lifecycle.withLock { lifecycle -> Action in
+        switch self.beginShutdown(completion) {
+        case .wait:
+            return
+        case .callNow:
+            completion()
+        case .start:
+            do {
+                let joiner = try PlatformThread.spawn(name: "LoopGroup-shutdown") { self.finishShutdown() }
+                joiner.detach()
+            } catch {
+                self.finishShutdown()  // no thread left to spare: join here (not a group thread, or it would hang)
+            }
+        }
+    }
+
+    private enum ShutdownStep { case start, wait, callNow }
+
+    /// Records `completion`; the first call shuts every thread down and says to join them.
+    private func beginShutdown(_ completion: @escaping @Sendable () -> Void) -> ShutdownStep {
+        let step = self.lifecycle.withLock { lifecycle -> ShutdownStep in
             switch lifecycle {
             case .running:
                 lifecycle = .shuttingDown([completion])
@@ -79,30 +97,21 @@ public final class LoopGroup: Sendable {
                 return .callNow
             }
         }
-        switch action {
-        case .wait:
-            return
-        case .callNow:
-            completion()
-        case .start:
+        if step == .start {
             for thread in self.threads { thread.shutdown() }
-            let threads = self.threads
-            let finish = { @Sendable [self] in
-                for thread in threads { thread.join() }
-                let completions = self.lifecycle.withLock { lifecycle -> [@Sendable () -> Void] in
-                    guard case .shuttingDown(let completions) = lifecycle else { return [] }
-                    lifecycle = .shutDown
-                    return completions
-                }
-                for completion in completions { completion() }
-            }
-            do {
-                let joiner = try PlatformThread.spawn(name: "LoopGroup-shutdown", body: finish)
-                joiner.detach()
-            } catch {
-                finish()  // no thread left to spare: join here (this caller is not a group thread, or it would hang)
-            }
         }
+        return step
+    }
+
+    /// Joins every thread, then calls every completion recorded so far.
+    private func finishShutdown() {
+        for thread in self.threads { thread.join() }
+        let completions = self.lifecycle.withLock { lifecycle -> [@Sendable () -> Void] in
+            guard case .shuttingDown(let completions) = lifecycle else { return [] }
+            lifecycle = .shutDown
+            return completions
+        }
+        for completion in completions { completion() }
     }
 
     /// Shuts every loop down and returns once every thread has ended. Any task.
@@ -121,7 +130,15 @@ public final class LoopGroup: Sendable {
                          "LoopGroup.syncShutdownGracefully(): called on one of the group's own threads, which would "
                             + "wait for itself; use shutdownGracefully(_:) there")
         let finished = DispatchSemaphore(value: 0)
-        self.shutdownGracefully { finished.signal() }
+        let signal: @Sendable () -> Void = { finished.signal() }
+        switch self.beginShutdown(signal) {
+        case .start:
+            self.finishShutdown()  // joined on this thread: no helper thread outlives the call
+        case .wait:
+            break  // another call is joining; it signals
+        case .callNow:
+            signal()
+        }
         finished.wait()
     }
 

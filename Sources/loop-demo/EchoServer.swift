@@ -76,15 +76,16 @@ final class EchoServer {
         }
         Loop.main.run()
         signals.invalidate()
+        group.syncShutdownGracefully()  // every loop thread has ended when this returns, and no helper thread lives on
         if let setUpError {
-            group.syncShutdownGracefully()
             throw setUpError
         }
         Self.log("stopped")
         return DemoMain.success
     }
 
-    /// Closes the listener, then drains every loop's connections, then shuts the group down and stops the main loop.
+    /// Closes the listener, then drains every loop's connections, then stops the main loop (whose thread then shuts
+    /// the group down).
     private static func shutDown(
         group: LoopGroup,
         listener: LoopBound<EchoListener>,
@@ -99,7 +100,7 @@ final class EchoServer {
                 registry.loop.perform {
                     registry.value.drain(within: Self.shutdownGrace) {
                         guard loopsLeft.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
-                        group.shutdownGracefully { Loop.main.stop() }
+                        Loop.main.stop()  // the main thread then shuts the group down and joins it
                     }
                 }
             }

@@ -30,7 +30,7 @@ struct EchoServerTests {
 
         server.send(SIGTERM)
         let (status, errors) = server.waitForExit()
-        #expect(status == 0)
+        #expect(status == 0, "loop-demo echo's standard error: \(errors)")
         #expect(errors.contains("shutting down"))
     }
 
@@ -53,7 +53,7 @@ struct EchoServerTests {
         #expect(!echoed.isEmpty)
         #expect(echoed[...] == payload[..<echoed.count])  // what the server had read comes back, in order, then the end
         let (status, errors) = server.waitForExit()
-        #expect(status == 0)
+        #expect(status == 0, "loop-demo echo's standard error: \(errors)")
         #expect(errors.contains("shutting down"))
     }
 
@@ -76,7 +76,7 @@ struct EchoServerTests {
         }
         server.send(SIGTERM)
         let (status, errors) = server.waitForExit()
-        #expect(status == 0)
+        #expect(status == 0, "loop-demo echo's standard error: \(errors)")
         #expect(errors.contains("EMFILE"))
     }
 }
