@@ -3,7 +3,8 @@
 /// `add`, `remove` and `addCommonMode` are safe from any thread: on the loop's thread they take effect at once,
 /// elsewhere at the loop's next pass, and the call wakes the loop so that this is promptly. Adding an item twice to
 /// a mode, or removing it from a mode it is not in, does nothing. Adding to `.common` adds to every mode of the
-/// common set, now and later; removing from `.common` removes from all of them.
+/// common set, now and later; removing from `.common` removes from all of them. `add` returns `false`, adding
+/// nothing, for an invalidated item or a loop that has ended; an item whose loop has ended may join another.
 extension Loop {
     // MARK: Timers
 
@@ -12,12 +13,13 @@ extension Loop {
     /// The first addition to a loop fixes an interval timer's first fire date at `now + interval`, `now` being the
     /// moment of this call, also when it is made on another thread. A timer in several modes fires once per slot.
     ///
-    /// - Returns: `false`, adding nothing, if `timer` was already invalidated (CF ignores an invalid timer too):
-    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Returns: `false`, adding nothing, if `timer` was already invalidated (CF ignores an invalid timer too) or the
+    ///   loop has ended: a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
     /// - Precondition: `timer` belongs to no other loop.
     /// - Complexity: O(log *n*) for *n* timers in the mode.
     @discardableResult
     public func add(_ timer: LoopTimer, forMode mode: LoopMode) -> Bool {
+        guard timer.isValid, !self.hasEnded else { return false }  // before the date: a refused timer keeps none
         timer.resolveFireDate(now: self.now)
         return self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)")
     }
@@ -39,8 +41,8 @@ extension Loop {
 
     /// Adds `source` to `mode`, calling its `schedule` callback. Any thread.
     ///
-    /// - Returns: `false`, adding nothing, if `source` was already invalidated (CF ignores an invalid timer too):
-    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Returns: `false`, adding nothing, if `source` was already invalidated (CF ignores an invalid timer too) or the
+    ///   loop has ended: a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
     /// - Precondition: `source` belongs to no other loop.
     @discardableResult
     public func add(_ source: LoopSource, forMode mode: LoopMode) -> Bool {
@@ -62,8 +64,8 @@ extension Loop {
 
     /// Starts watching `source`'s descriptor while the loop runs `mode`. Any thread.
     ///
-    /// - Returns: `false`, adding nothing, if `source` was already invalidated (CF ignores an invalid timer too):
-    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Returns: `false`, adding nothing, if `source` was already invalidated (CF ignores an invalid timer too) or the
+    ///   loop has ended: a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
     /// - Precondition: `source` belongs to no other loop.
     @discardableResult
     public func add(_ source: LoopDescriptorSource, forMode mode: LoopMode) -> Bool {
@@ -85,8 +87,8 @@ extension Loop {
 
     /// Calls `observer` while the loop runs `mode`. Observers do not keep a mode alive. Any thread.
     ///
-    /// - Returns: `false`, adding nothing, if `observer` was already invalidated (CF ignores an invalid timer too):
-    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Returns: `false`, adding nothing, if `observer` was already invalidated (CF ignores an invalid timer too) or
+    ///   the loop has ended: a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
     /// - Precondition: `observer` belongs to no other loop.
     @discardableResult
     public func add(_ observer: LoopObserver, forMode mode: LoopMode) -> Bool {
@@ -108,12 +110,12 @@ extension Loop {
 
     /// Makes `link` tick while the loop runs `mode` (in `.common`, it keeps ticking during tracking). Any thread.
     ///
-    /// - Returns: `false`, adding nothing, if `link` was already invalidated (CF ignores an invalid timer too):
-    ///   a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Returns: `false`, adding nothing, if `link` was already invalidated (CF ignores an invalid timer too) or the
+    ///   loop has ended: a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
     /// - Precondition: `link` belongs to no other loop.
     @discardableResult
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
-        guard link.isValid else { return false }
+        guard link.isValid, !self.hasEnded else { return false }
         self.bind(link.timer, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)")
         link.timer.resolveFireDate(now: self.now)
         return self.addItem(link.timer, to: mode, call: "Loop.add(_:forMode:)")
@@ -177,9 +179,10 @@ extension Loop {
         return items
     }
 
-    /// Any thread. Returns `false` for an item already invalidated.
+    /// Any thread. Returns `false` for an item already invalidated, or a loop that has ended (the item stays free to
+    /// join another loop).
     func addItem<Item: LoopItem & Sendable>(_ item: Item, to mode: LoopMode, call: StaticString) -> Bool {
-        guard item.isValid else { return false }
+        guard item.isValid, !self.hasEnded else { return false }
         self.bind(item, kind: Item.kind, call: call)
         self.onLoopThread { loop in
             loop.attach(item, to: mode)  // which ignores an item invalidated meanwhile

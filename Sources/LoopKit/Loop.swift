@@ -284,6 +284,12 @@ public final class Loop: @unchecked Sendable {
         self.state.withLock { $0.isShuttingDownOrEnded }
     }
 
+    /// Whether the loop has ended (its thread exited, its `LoopThread` finished, or it was invalidated): it takes no
+    /// more items or blocks. Any thread.
+    var hasEnded: Bool {
+        self.state.withLock { $0.lifecycleState == .ended }
+    }
+
     /// Runs `body` with the loop now if called on the loop's thread, else at the loop's next pass (waking it).
     ///
     /// Once the loop has ended (its thread exited, or its `LoopThread` finished), item changes are moot and dropped.

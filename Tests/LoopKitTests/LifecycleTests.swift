@@ -63,6 +63,21 @@ struct LifecycleTests {
         #expect(fired.count == 1)
     }
 
+    @Test func anItemAddedToAnEndedLoopThreadIsRefusedAndStaysFreeToJoinAnotherLoop() throws {
+        let ended = try LoopThread(name: "ended")
+        ended.shutdownAndJoin()
+        let fired = Recorder<Int>()
+        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(1) }
+        #expect(ended.loop.add(timer, forMode: .default) == false)  // not silently dropped: the caller is told
+        let clock = ManualLoopClock()
+        let other = try Loop(clock: clock)
+        defer { other.invalidate() }
+        #expect(other.add(timer, forMode: .default))  // not bound to the ended loop: no "belongs to another loop" trap
+        #expect(other.run(mode: .default, before: clock.now + .seconds(1)) == .finished)
+        #expect(fired.count == 1)
+        withExtendedLifetime(ended) {}
+    }
+
     @Test func aSourceWhoseLoopWentAwayIsScheduledAndRunsInTheNextLoop() throws {
         let ran = Recorder<Int>()
         let scheduled = Recorder<LoopMode>()

@@ -17,12 +17,12 @@ final class LoopLink: Sendable {
 
     /// Ties the item to `loop`.
     ///
-    /// - Returns: Whether this is a new tie (the item had no loop, or its loop is gone).
-    /// - Precondition: The item does not belong to another live loop.
+    /// - Returns: Whether this is a new tie (the item had no loop, or its loop is gone or has ended).
+    /// - Precondition: The item does not belong to another loop that is still running.
     @discardableResult
     func bind(to loop: Loop, kind: String, call: StaticString) -> Bool {
         self.target.withLock { target in
-            if let current = target.loop {
+            if let current = target.loop, current === loop || !current.hasEnded {
                 loopPrecondition(current === loop, "\(call): this \(kind) already belongs to another loop")
                 return false
             }
