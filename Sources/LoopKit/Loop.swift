@@ -183,7 +183,11 @@ public final class Loop: @unchecked Sendable {
         self.state.withLock { $0.end() }
         self.tracer = nil
         self.commonItems = [:]
+        var endActions: [@Sendable () -> Void] = []
         for (item, mode) in self.scheduledItems() {
+            if let source = item as? LoopDescriptorSource, let action = source.whenLoopEnds, !source.modes.isEmpty {
+                endActions.append(action)
+            }
             self.detach(item, fromRealMode: mode)
         }
         self.modeItemsByMode = [:]
@@ -192,6 +196,9 @@ public final class Loop: @unchecked Sendable {
         self.signalledCandidates = []
         self.spareBlocks = []
         self.spareSignalled = []
+        for action in endActions {
+            action()
+        }
     }
 
     /// Every item in every mode, with the mode, in a stable order. Loop thread (or deinit).

@@ -30,6 +30,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     let isListedWithNewEvents = Atomic<Bool>(false)
     private let handler: (LoopDescriptorSource, DescriptorEvents) -> Void
     let link = LoopLink()
+    /// Called on the loop's thread when the loop ends with the source in one of its modes (a `LoopSignalSource`
+    /// then gives its signal back). Set before the source is first added, never after.
+    nonisolated(unsafe) var whenLoopEnds: (@Sendable () -> Void)?
 
     // MARK: Loop thread only
     var modes: ModeSet = []

@@ -13,7 +13,8 @@ import Synchronization
 /// Several sources may watch one signal, on one loop or on several: each sees every delivery. The loop keeps a valid
 /// source alive, so `_ = try LoopSignalSource(...)` keeps working until `invalidate()`. When the last source of a
 /// signal is invalidated, the signal gets back the disposition it had before the first (its default action, or
-/// `SIG_IGN` under nohup, or another handler). `invalidate()` is safe from any thread.
+/// `SIG_IGN` under nohup, or another handler). `invalidate()` is safe from any thread. A source whose loop ends (its
+/// thread exits, its `LoopThread` finishes) is invalidated with it, so an ended loop never swallows a signal.
 // @unchecked Sendable: every stored property is immutable or a lock (a weak reference's loads are atomic); `pipe` and
 // `source` are themselves thread-safe.
 public final class LoopSignalSource: @unchecked Sendable {
@@ -59,6 +60,9 @@ public final class LoopSignalSource: @unchecked Sendable {
                 handler(count)
             }
         }
+        // A loop that ends must not swallow the signal for ever: the source ends with it, and the signal gets back
+        // its previous disposition (SIGINT kills again) once no source watches it.
+        source.whenLoopEnds = { live.withLock { $0 }?.invalidate() }
         self.source = source
         live.withLock { $0 = self }
         for mode in modes {

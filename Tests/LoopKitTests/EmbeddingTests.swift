@@ -173,6 +173,22 @@ struct EmbeddingTests {
         source.invalidate()
     }
 
+    @Test func aSourceWhoseLoopEndsIsInvalidatedAndGivesItsSignalBack() throws {
+        let thread = try LoopThread(name: "signals")
+        weak var weakSource: LoopSignalSource?
+        do {
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { _ in }
+            weakSource = source
+            #expect(source.isValid)
+        }
+        #expect(weakSource != nil)  // kept alive by its loop while valid
+        thread.shutdownAndJoin()
+        #expect(weakSource == nil)  // ended with its loop: invalidated and freed, not left swallowing SIGUSR2
+        var action = sigaction()
+        sigaction(SIGUSR2, nil, &action)
+        #expect(action.__sigaction_handler.sa_handler == nil)  // SIG_DFL again: no LoopKit handler installed
+    }
+
     /// A process whose threads all block a signal (a child spawned from one of Dispatch's threads inherits such a
     /// mask) would never see it: creating a source lets the calling thread take it.
     @Test func creatingASourceUnblocksItsSignalOnTheCallingThread() throws {
