@@ -274,8 +274,17 @@ extension Loop {
     }
 
     /// Queues fresh entries for `timer`'s current fire date in each of its modes. Any thread.
+    ///
+    /// From another thread, re-arms coalesce: while one is on its way to the loop, more add nothing, and the one that
+    /// arrives reads the latest date (the last one wins), so a burst of re-arms costs one queued change, not one each.
     func rescheduleTimer(_ timer: LoopTimer) {
-        self.onLoopThread { loop in
+        guard !self.isCurrent else {
+            self.requeue(timer)
+            return
+        }
+        guard !timer.isRequeuePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        self.post { loop in
+            timer.isRequeuePending.store(false, ordering: .releasing)  // before reading the date: a later re-arm posts
             loop.requeue(timer)
         }
     }

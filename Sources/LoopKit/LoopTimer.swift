@@ -36,6 +36,8 @@ public final class LoopTimer: @unchecked Sendable {
     /// first fire) and now, the first grid point after now. `nil` for an ordinary timer.
     private let grid: (@Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant)?
     let link = LoopLink()
+    /// A re-arm from another thread is on its way to the loop (`Loop.rescheduleTimer`): more need not queue another.
+    let isRequeuePending = Atomic<Bool>(false)
 
     /// The object this timer works for (a display link), kept alive while the timer is in a mode, as a run loop
     /// retains a scheduled CADisplayLink; weak otherwise, so an unscheduled link is freed.
@@ -258,6 +260,7 @@ extension LoopTimer: LoopItem {
 
     func attach(to items: ModeItems, loop: Loop) {
         self.resolveFireDate(now: loop.now)  // normally done by `Loop.add` already, on the calling thread
+        self.isRequeuePending.store(false, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
         self.retainedServedObject = self.servedObject
         let slot = items.timers.add(self)
         self.memberships.append(Membership(mode: items.mode, slot: slot))

@@ -63,6 +63,25 @@ struct LifecycleTests {
         #expect(fired.count == 1)
     }
 
+    @Test func aBurstOfCrossThreadReArmsOfOneTimerCoalescesAndTheLastOneWins() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let fired = Recorder<LoopInstant>()
+        let timer = LoopTimer(interval: .seconds(1)) { _ in fired.append(clock.now) }
+        loop.add(timer, forMode: .default)
+        let start = clock.now
+        let rearmer = startThread {
+            for step in 1...100_000 {
+                timer.setNextFireDate(start + .microseconds(step))  // unpaced: the loop is not running meanwhile
+            }
+        }
+        rearmer.join()
+        #expect(loop.state.withLock { $0.pendingControlMessageCount } <= 1)  // not 100,000 queued changes
+        loop.run(mode: .default, before: start + .seconds(2))
+        #expect(fired.elements == [start + .microseconds(100_000)])  // the last date, once
+    }
+
     @Test func anItemAddedToAnEndedLoopThreadIsRefusedAndStaysFreeToJoinAnotherLoop() throws {
         let ended = try LoopThread(name: "ended")
         ended.shutdownAndJoin()

@@ -48,6 +48,8 @@ struct LoopStateMachine {
     private var blocks: [QueuedBlock] = []
     private var signalledSources: [LoopSource] = []
     private var controlMessages: [@Sendable (Loop) -> Void] = []
+    /// How many item changes wait for the loop's thread (for tests).
+    var pendingControlMessageCount: Int { self.controlMessages.count }
 
     // MARK: Producers (any thread)
 
