@@ -144,6 +144,31 @@ struct ReleaseTests {
         }
     }
 
+    @Test func everyDescriptorLoopKitOpensIsCloseOnExec() async {
+        // In a process of its own: every descriptor opened after the start is LoopKit's, and none may leak into a
+        // child that the program spawns.
+        await #expect(processExitsWith: .success) {
+            func openDescriptors() -> Set<CInt> {
+                Set((0..<1024).filter { fcntl($0, F_GETFD) != -1 })
+            }
+            func check() throws -> Bool {
+                let before = openDescriptors()
+                let loop = try Loop()  // the wake-up channel and the deadline timer
+                let thread = try LoopThread(name: "cloexec")
+                let signals = try LoopSignalSource(signal: SIGUSR1, loop: loop) { _ in }
+                let driver = try LoopHostDriver(loop: loop)  // an epoll set
+                let added = openDescriptors().subtracting(before)
+                let allCloseOnExec = added.allSatisfy { fcntl($0, F_GETFD) & FD_CLOEXEC != 0 }
+                signals.invalidate()
+                thread.shutdownAndJoin()
+                withExtendedLifetime(driver) {}
+                loop.invalidate()
+                return added.count >= 6 && allCloseOnExec
+            }
+            exit(try check() ? 0 : 1)
+        }
+    }
+
     @Test func aLoopThreadThatCannotGetDescriptorsThrowsInsteadOfTrapping() async {
         await #expect(processExitsWith: .success) {
             var limit = rlimit()

@@ -71,9 +71,10 @@ struct Options {
               --allow-debug   run even in a debug build (the figures are then meaningless)
               --help          this text
 
-            SCENARIOS (about two minutes in all):
+            SCENARIOS (about two minutes and a quarter in all):
             \(list.joined(separator: "\n"))
 
+            `echo` runs the loop-demo built beside loop-bench (`swift build -c release` builds both).
             Tables go to standard output, progress to standard error. Ratios compare implementations measured in the
             same run; on a shared or virtual machine only those ratios, and the counters, are worth comparing.
             """
