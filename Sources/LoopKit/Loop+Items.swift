@@ -19,9 +19,9 @@ extension Loop {
     /// - Complexity: O(log *n*) for *n* timers in the mode.
     @discardableResult
     public func add(_ timer: LoopTimer, forMode mode: LoopMode) -> Bool {
-        guard timer.isValid, !self.hasEnded else { return false }  // before the date: a refused timer keeps none
-        timer.resolveFireDate(now: self.now)
-        return self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)")
+        self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)") {
+            timer.resolveFireDate(now: self.now)  // only once accepted: a refused timer keeps no date
+        }
     }
 
     /// Removes `timer` from `mode`; it stays valid and in its other modes. Any thread.
@@ -115,10 +115,9 @@ extension Loop {
     /// - Precondition: `link` belongs to no other loop.
     @discardableResult
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
-        guard link.isValid, !self.hasEnded else { return false }
-        self.bind(link.timer, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)")
-        link.timer.resolveFireDate(now: self.now)
-        return self.addItem(link.timer, to: mode, call: "Loop.add(_:forMode:)")
+        self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)") {
+            link.timer.resolveFireDate(now: self.now)
+        }
     }
 
     /// Stops `link` ticking in `mode`. Any thread.
@@ -180,10 +179,18 @@ extension Loop {
     }
 
     /// Any thread. Returns `false` for an item already invalidated, or a loop that has ended (the item stays free to
-    /// join another loop).
-    func addItem<Item: LoopItem & Sendable>(_ item: Item, to mode: LoopMode, call: StaticString) -> Bool {
+    /// join another loop); otherwise runs `accept` (a timer fixes its first date), binds the item and attaches it.
+    /// `kind` names the item in a precondition message (a display link's timer is a `LoopDisplayLink` to its user).
+    func addItem<Item: LoopItem & Sendable>(
+        _ item: Item,
+        to mode: LoopMode,
+        kind: String? = nil,
+        call: StaticString,
+        accept: () -> Void = {}
+    ) -> Bool {
         guard item.isValid, !self.hasEnded else { return false }
-        self.bind(item, kind: Item.kind, call: call)
+        accept()
+        self.bind(item, kind: kind ?? Item.kind, call: call)
         self.onLoopThread { loop in
             loop.attach(item, to: mode)  // which ignores an item invalidated meanwhile
         }

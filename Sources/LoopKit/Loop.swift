@@ -120,9 +120,9 @@ public final class Loop: @unchecked Sendable {
     /// The calling thread's loop, created the first time the thread asks and released when the thread exits.
     ///
     /// On the main thread this is `Loop.main`.
-    @available(*, noasync, message: "a task may resume on another thread; use a LoopThread or Loop.main")
     ///
     /// - Precondition: The loop can be created (two descriptors); `LoopThread` and `Loop(clock:)` throw instead.
+    @available(*, noasync, message: "a task may resume on another thread; use a LoopThread or Loop.main")
     public static var current: Loop {
         do {
             return try Loop.currentCreatingIfNeeded()
@@ -183,9 +183,9 @@ public final class Loop: @unchecked Sendable {
         self.state.withLock { $0.end() }
         self.tracer = nil
         self.commonItems = [:]
-        var endActions: [@Sendable () -> Void] = []
+        var endActions: [@Sendable () -> Void] = []  // once per mode of the source: each action ends it only once
         for (item, mode) in self.scheduledItems() {
-            if let source = item as? LoopDescriptorSource, let action = source.whenLoopEnds, !source.modes.isEmpty {
+            if let action = (item as? LoopDescriptorSource)?.whenLoopEnds {
                 endActions.append(action)
             }
             self.detach(item, fromRealMode: mode)

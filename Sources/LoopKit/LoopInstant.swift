@@ -42,16 +42,6 @@ public struct LoopInstant: Hashable, Comparable, Sendable, CustomStringConvertib
 }
 
 extension UInt64 {
-    /// `self + delta`, clamped to `0...UInt64.max`.
-    func clampedAdding(_ delta: Int64) -> UInt64 {
-        if delta >= 0 {
-            let (sum, overflow) = self.addingReportingOverflow(UInt64(delta))
-            return overflow ? .max : sum
-        }
-        let magnitude = delta.magnitude
-        return magnitude > self ? 0 : self - magnitude
-    }
-
     /// `self + delta` in nanoseconds, a fraction rounded up, clamped to `0...UInt64.max`: exact for any duration.
     func clampedAdding(_ delta: Duration) -> UInt64 {
         Self.clamped(Int128(self) + delta.wholeNanoseconds(roundingUp: true))

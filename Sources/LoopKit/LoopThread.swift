@@ -34,10 +34,9 @@ public final class LoopThread: Sendable {
         let thread = try PlatformThread.spawn(name: name) {
             PlatformThread.tuneCurrentThreadForLatency()
             let loop: Loop
-            switch Result(catching: { () throws(SystemCallError) in try Loop.currentCreatingIfNeeded() }) {
-            case .success(let created):
-                loop = created
-            case .failure(let error):
+            do throws(SystemCallError) {
+                loop = try Loop.currentCreatingIfNeeded()
+            } catch {
                 handoff.withLock { $0 = .failure(error) }
                 started.signal()
                 return

@@ -31,9 +31,9 @@ final class EchoConnection {
     init(descriptor: CInt, loop: Loop, connections: EchoConnections) {
         self.descriptor = descriptor
         self.connections = connections
-        let connection = LoopBound(self, loop: loop)
-        let source = LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, events in
-            connection.value.handle(events)
+        // The handler holds the connection, and the connection its source, until `close()` lets both go.
+        let source = LoopDescriptorSource(descriptor: descriptor, events: .readable, on: loop.assumeIsolated()) {
+            _, events in self.handle(events)
         }
         self.source = source
         loop.add(source, forMode: .common)
@@ -96,7 +96,9 @@ final class EchoConnection {
     /// Sends queued output until the socket takes no more.
     private func flush() {
         while self.sent < self.output.count {
-            let result = self.output.withUnsafeBytes { EchoSocket.send(self.descriptor, .init(rebasing: $0[self.sent...])) }
+            let result = self.output.withUnsafeBytes {
+                EchoSocket.send(self.descriptor, UnsafeRawBufferPointer(rebasing: $0[self.sent...]))
+            }
             switch result {
             case .moved(let count):
                 self.sent += count

@@ -22,9 +22,8 @@ final class EchoListener {
         self.descriptor = descriptor
         self.loop = loop
         self.serve = serve
-        let listener = LoopBound(self, loop: loop)
-        let source = LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, _ in
-            listener.value.acceptWaiting()
+        let source = LoopDescriptorSource(descriptor: descriptor, events: .readable, on: loop.assumeIsolated()) {
+            _, _ in self.acceptWaiting()  // held until `close()` invalidates the source
         }
         self.source = source
         loop.add(source, forMode: .common)

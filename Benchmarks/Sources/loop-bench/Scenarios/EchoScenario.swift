@@ -101,6 +101,12 @@ struct EchoScenario: Scenario {
         threadCounts.first { loopKit($0) == implementation }.map(dispatch)
     }
 
+    /// The Dispatch server with as many threads as `contender` (a LoopKit server), if it ran.
+    private static func runningPeer(of contender: EchoContender, in contenders: [EchoContender]) -> EchoContender? {
+        guard let name = self.peer(of: contender.name) else { return nil }
+        return contenders.first { $0.name == name && $0.isRunning }
+    }
+
     // MARK: Reports
 
     private static func messages(_ contenders: [EchoContender], warmUp: UInt64, turn: UInt64, rounds: Int)
@@ -117,8 +123,7 @@ struct EchoScenario: Scenario {
             var result = ImplementationResult(implementation: contender.name,
                                               distribution: Distribution(nanoseconds: contender.roundTripTimes))
             result.figures.append(Figure(name: "msgs/s", value: contender.messagesPerSecond))
-            if let peer = self.peer(of: contender.name).flatMap({ name in contenders.first { $0.name == name } }),
-               peer.isRunning {
+            if let peer = self.runningPeer(of: contender, in: contenders) {
                 result.figures.append(Figure(name: "vs Dispatch",
                                              value: contender.messagesPerSecond / peer.messagesPerSecond))
             }
@@ -168,8 +173,7 @@ struct EchoScenario: Scenario {
             }
             let rates = Distribution(contender.bulkRates)
             var result = ImplementationResult(implementation: contender.name, distribution: rates)
-            if let peer = self.peer(of: contender.name).flatMap({ name in contenders.first { $0.name == name } }),
-               peer.isRunning {
+            if let peer = self.runningPeer(of: contender, in: contenders) {
                 let peerRates = Distribution(peer.bulkRates)
                 result.figures.append(Figure(name: "vs Dispatch", value: rates.p50 / peerRates.p50))
             }
