@@ -148,19 +148,22 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         }
     }
 
-    /// Polls without waiting (again after a signal).
+    /// Polls without waiting (again after a signal, a few times at most).
     ///
-    /// - Returns: The number of descriptors with events.
+    /// - Returns: The number of descriptors with events; 0 when every try failed (a lasting ENOMEM): a look promises
+    ///   nothing, and level-triggered descriptors and the wake-up pipe stay ready for the next wait.
     private func look() -> Int {
-        var readyCount: Int
-        repeat {
-            readyCount = self.poll(timeoutNanoseconds: 0)
-        } while readyCount < 0
-        return readyCount
+        for _ in 0..<3 {
+            let readyCount = self.poll(timeoutNanoseconds: 0)
+            if readyCount >= 0 { return readyCount }
+        }
+        return 0
     }
 
     /// Sleeps until `deadline` or until a polled descriptor is ready; a signal interrupts the poll (EINTR) but is not
-    /// a wake-up, so it waits again for what is left.
+    /// a wake-up, so it waits again for what is left, as after a poll the kernel could not allocate for (ENOMEM, after
+    /// a pause). A failed poll once the deadline has passed is a timeout, so a lasting failure never delays a due timer
+    /// further or spins.
     ///
     /// - Returns: The number of descriptors with events.
     private func sleep(until deadline: LoopInstant, on deadlineTimer: DeadlineTimer?) -> Int {
@@ -177,6 +180,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
                 readyCount = self.poll(timeoutNanoseconds: Int64(clamping: deadline.nanoseconds - now.nanoseconds))
             }
             if readyCount >= 0 { return readyCount }
+            if deadline != .distantFuture && self.clock.now >= deadline { return 0 }
         }
     }
 

@@ -18,7 +18,8 @@ protocol Poller: AnyObject {
     func append(_ descriptor: CInt, events: DescriptorEvents)
     /// Waits until a descriptor is ready or `timeoutNanoseconds` pass (negative: no timeout).
     ///
-    /// - Returns: The number of descriptors with events, or -1 when a signal interrupted the wait.
+    /// - Returns: The number of descriptors with events, or -1 when the caller should wait again with what is left of
+    ///   its timeout (a signal interrupted the wait, or the kernel could not allocate for it).
     func waitForEvents(timeoutNanoseconds: Int64) -> Int
     /// What the last wait reported for the descriptor at `index`.
     func events(at index: Int) -> DescriptorEvents
@@ -63,8 +64,10 @@ final class SystemPoller: Poller {
     /// Wraps ppoll(2) on Linux (nanosecond timeout) and poll(2) elsewhere (timeout rounded up to a millisecond, so
     /// never early).
     ///
-    /// - Returns: The number of descriptors with events, or -1 when a signal interrupted the wait (`EINTR`): the
-    ///   caller waits again with what is left of its timeout.
+    /// - Returns: The number of descriptors with events, or -1 when the caller should wait again with what is left of
+    ///   its timeout (a signal interrupted the wait, or the kernel could not allocate for it).(`EINTR`) or the
+    ///   kernel could not allocate for it (`ENOMEM`, after a pause of up to a millisecond): the caller waits again
+    ///   with what is left of its timeout.
     @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
     func waitForEvents(timeoutNanoseconds: Int64) -> Int {
         let count = self.descriptors.count
@@ -89,11 +92,31 @@ final class SystemPoller: Poller {
         case .success(nil):
             return -1  // EINTR: the caller waits again for what is left
         case .success(.wouldBlock?):
-            return 0  // EAGAIN: the kernel could not allocate; nothing is ready yet
+            return Self.backOff(timeoutNanoseconds)  // EAGAIN: as ENOMEM
+        case .failure(let error) where error.code == ENOMEM:
+            return Self.backOff(timeoutNanoseconds)
         case .failure(let error):
-            // ENOMEM or EINVAL (more descriptors than RLIMIT_NOFILE): nothing the loop could do differently.
-            trap("Loop.run(mode:before:) waiting for its descriptors", error)
+            // EINVAL: more descriptors in the mode than RLIMIT_NOFILE allows; no retry would succeed.
+            trap("Loop.run(mode:before:) waiting for its descriptors (more than the process's descriptor limit?)", error)
         }
+    }
+
+    /// The longest pause after the kernel could not allocate for a wait (ENOMEM, EAGAIN).
+    static let backOffNanoseconds: Int64 = 1_000_000
+
+    /// Sleeps a millisecond (less when the wait's timeout is shorter) after a wait the kernel could not allocate
+    /// for, so that a lasting shortage costs a retry per millisecond instead of a spin. Nothing is lost: a wake-up or a
+    /// ready descriptor stays readable for the next wait.
+    ///
+    /// - Returns: -1, so that the caller waits again with what is left of its timeout, as after a signal.
+    private static func backOff(_ timeoutNanoseconds: Int64) -> Int {
+        let pause = timeoutNanoseconds < 0 ? backOffNanoseconds : min(timeoutNanoseconds, backOffNanoseconds)
+        var request = timespec(tv_sec: 0, tv_nsec: Int(pause))
+        var remaining = timespec()
+        while nanosleep(&request, &remaining) == -1 && errno == EINTR {
+            request = remaining
+        }
+        return -1
     }
 
     /// A timeout in nanoseconds as poll(2)'s milliseconds, rounded up (never early); negative waits for ever.

@@ -40,7 +40,13 @@ func systemCall<R: FixedWidthInteger & Sendable>(
     _ body: () -> R
 ) throws(SystemCallError) -> IOResult<R>? {
     while true {
-        let result = body()
+        let result: R
+        if SystemCallFaults.isArmed, let fault = SystemCallFaults.takeFault(for: call) {
+            errno = fault  // a test's scripted failure: the call is not made
+            result = -1
+        } else {
+            result = body()
+        }
         guard result == -1 else { return .processed(result) }
         let code = errno
         switch code {

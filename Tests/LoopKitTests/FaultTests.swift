@@ -1,0 +1,189 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Dispatch
+import Testing
+@testable import LoopKit
+
+/// The kernel refusing what it rarely refuses, scripted into LoopKit's own system calls (`SystemCallFaults`): the
+/// loop neither spins, nor hangs, nor loses a wake-up, and fires no timer early.
+///
+/// Faults are armed on the test's thread, which runs the loop, so tests running beside these are untouched. A
+/// descriptor closed under a live source, or its number reused by a new file, needs no script: those are real
+/// faults, tested on both wait paths in `LoopDescriptorSourceTests` and `LargeModeDescriptorTests`.
+@Suite("Scripted system-call faults")
+struct FaultTests {
+    /// A loop on the real clock and `backend`, whatever `LOOPKIT_BACKEND` selects for the rest of the suite.
+    private func makeLoop(_ backend: LoopBackend) throws -> Loop {
+        let clock = SystemLoopClock()
+        return Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: backend))
+    }
+
+    /// The call the backend sleeps in.
+    private func waitCall(of backend: LoopBackend) -> String {
+        backend == .linux ? "ppoll" : "poll"
+    }
+
+    /// Records `beforeWaiting` and `afterWaiting` into `trace`.
+    private func traceSleeps(of loop: Loop, into trace: Recorder<String>) {
+        loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
+            trace.append("\(activity)")
+        }, forMode: .default)
+    }
+
+    @Test(arguments: LoopBackend.allCases)
+    func anInterruptStormNeitherEndsTheSleepNorFiresTheTimerEarly(backend: LoopBackend) throws {
+        let loop = try self.makeLoop(backend)
+        defer { loop.invalidate() }
+        defer { SystemCallFaults.clearForCurrentThread() }
+        let trace = Recorder<String>()
+        self.traceSleeps(of: loop, into: trace)
+        let start = loop.now
+        let due = start + .milliseconds(50)
+        let firedAt = Recorder<LoopInstant>()
+        loop.add(LoopTimer(fireAt: due) { _ in
+            firedAt.append(loop.now)
+            trace.append("timer")
+        }, forMode: .default)
+        // A thousand interruptions take a few milliseconds, well inside the timer's delay.
+        SystemCallFaults.inject(EINTR, into: self.waitCall(of: backend), count: 1_000)
+
+        #expect(loop.run(mode: .default, before: start + .seconds(60)) == .finished)
+        #expect(SystemCallFaults.remainingForCurrentThread == 0)
+        #expect(try #require(firedAt.elements.first) >= due)
+        // A thousand interruptions, and still one sleep: a signal is not a wake-up.
+        #expect(trace.elements == ["beforeWaiting", "afterWaiting", "timer"])
+    }
+
+    @Test(arguments: LoopBackend.allCases)
+    func aWaitTheKernelCannotAllocateForIsRetriedAfterAPauseWithoutLosingAWakeUp(backend: LoopBackend) throws {
+        let loop = try self.makeLoop(backend)
+        defer { loop.invalidate() }
+        defer { SystemCallFaults.clearForCurrentThread() }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)  // keeps the mode from finishing
+        let ran = Recorder<String>()
+        let failures = 20
+        SystemCallFaults.inject(ENOMEM, into: self.waitCall(of: backend), count: failures)
+        let before = loop.counters
+        let start = loop.now
+        // The wake-up arrives while the waits fail: it must still end the sleep that follows.
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
+            loop.perform {
+                ran.append("block")
+                loop.stop()
+            }
+        }
+
+        #expect(loop.run(mode: .default, before: start + .seconds(60)) == .stopped)
+        #expect(ran.elements == ["block"])
+        #expect(SystemCallFaults.remainingForCurrentThread == 0)
+        // Not a spin: each failure paused for a millisecond before the next try.
+        #expect(loop.now - start >= .milliseconds(failures))
+        #expect(loop.counters.since(before).waits <= UInt64(failures) + 4)
+    }
+
+    @Test(arguments: LoopBackend.allCases)
+    func aLastingWaitFailureFiresADueTimerInsteadOfSpinning(backend: LoopBackend) throws {
+        let loop = try self.makeLoop(backend)
+        defer { loop.invalidate() }
+        defer { SystemCallFaults.clearForCurrentThread() }
+        let start = loop.now
+        let due = start + .milliseconds(3)
+        let firedAt = Recorder<LoopInstant>()
+        loop.add(LoopTimer(fireAt: due) { _ in firedAt.append(loop.now) }, forMode: .default)
+        SystemCallFaults.inject(ENOMEM, into: self.waitCall(of: backend), count: 1_000_000)
+        let before = loop.counters
+
+        #expect(loop.run(mode: .default, before: start + .seconds(60)) == .finished)
+        #expect(try #require(firedAt.elements.first) >= due)
+        // About one try per millisecond until the timer was due, then the failed wait counted as a timeout.
+        #expect(loop.counters.since(before).waits < 1_000)
+    }
+
+    @Test func aLookAtALargeModeThatEpollCannotAnswerFindsTheReadySourceOnALaterPass() throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        defer { SystemCallFaults.clearForCurrentThread() }
+        let keepAlive = try TestPipe()
+        loop.add(LoopDescriptorSource(descriptor: keepAlive.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        let pipe = try TestPipe()
+        let reports = Recorder<DescriptorEvents>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
+            reports.append(events)
+        }, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
+        #expect(loop.modeItemsByMode[.default].flatMap { loop.pollWaiter?.registry(for: $0) } != nil)
+        SystemCallFaults.inject(ENOMEM, into: "epoll_wait", count: 3)
+        let before = loop.counters
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) { pipe.write() }
+
+        let result = loop.run(mode: .default, before: loop.now + .seconds(60), returnAfterSourceHandled: true)
+        #expect(result == .handledSource)
+        #expect(reports.elements == [.readable])
+        #expect(loop.counters.since(before).blockingWaits <= 5)
+    }
+
+    @Test func aDeadlineTimerTheKernelRefusesToArmFallsBackToThePollTimeout() throws {
+        let loop = try self.makeLoop(.linux)
+        defer { loop.invalidate() }
+        defer { SystemCallFaults.clearForCurrentThread() }
+        let start = loop.now
+        let fired = Recorder<(due: LoopInstant, at: LoopInstant)>()
+        for step in 1...3 {
+            let due = start + .milliseconds(3 * step)
+            loop.add(LoopTimer(fireAt: due) { _ in fired.append((due, loop.now)) }, forMode: .default)
+        }
+        SystemCallFaults.inject(EINVAL, into: "timerfd_settime", count: 1_000)
+
+        #expect(loop.run(mode: .default, before: start + .seconds(60)) == .finished)
+        #expect(fired.count == 3)
+        #expect(fired.elements.allSatisfy { $0.at >= $0.due })
+
+        // Once the kernel arms it again, the deadline timer is used again, and still fires nothing early.
+        SystemCallFaults.clearForCurrentThread()
+        let due = loop.now + .milliseconds(3)
+        loop.add(LoopTimer(fireAt: due) { _ in fired.append((due, loop.now)) }, forMode: .default)
+        #expect(loop.run(mode: .default, before: due + .seconds(60)) == .finished)
+        #expect(fired.count == 4)
+        #expect(fired.elements.allSatisfy { $0.at >= $0.due })
+    }
+
+    @Test(arguments: LoopBackend.allCases)
+    func aFullWakeUpChannelStillWakesTheLoopAndIsDrainedWhole(backend: LoopBackend) throws {
+        let loop = try self.makeLoop(backend)
+        defer { loop.invalidate() }
+        let waiter = try #require(loop.pollWaiter)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        // Fill the channel until the kernel says EAGAIN; a wake-up written now finds it full, and that is no error.
+        var byte: UInt8 = 1
+        while write(waiter.wakeupPipe.writeEnd, &byte, 1) == 1 {}
+        #expect(errno == EAGAIN)
+        waiter.wakeUp()
+
+        let ran = Recorder<String>()
+        loop.perform {
+            ran.append("queued while full")
+            loop.stop()
+        }
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(60)) == .stopped)
+        #expect(ran.elements == ["queued while full"])
+
+        // The drain emptied the channel: the loop sleeps again instead of waking on stale bytes.
+        let before = loop.counters
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(20)) == .timedOut)
+        #expect(loop.counters.since(before).emptyWakeUps == 0)
+        #expect(loop.counters.since(before).blockingWaits <= 2)
+
+        // And a wake-up from another thread still ends a sleep.
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
+            loop.perform {
+                ran.append("from another thread")
+                loop.stop()
+            }
+        }
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(60)) == .stopped)
+        #expect(ran.elements == ["queued while full", "from another thread"])
+    }
+}
