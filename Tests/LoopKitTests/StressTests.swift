@@ -1,0 +1,31 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Testing
+@testable import LoopKit
+
+/// Many threads doing random cross-thread operations on a few running loops, then checking that nothing was lost
+/// (`StressHarness`). Seeded: a failure prints its seed, and `LOOPKIT_STRESS_SEED=<seed>` replays it (the threads'
+/// interleaving differs from run to run, so a replay retries the same operations, not the same schedule).
+/// `LOOPKIT_STRESS_SECONDS` sets how long the workers run (5 s by default; CI's sanitizer runs shorten it).
+@Suite("Stress", .serialized)
+struct StressTests {
+    private static func environment(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
+    @Test func eightThreadsOnThreeLoopsLoseNoBlockSignalTimerFireStopOrShutdown() throws {
+        let seed = Self.environment("LOOPKIT_STRESS_SEED").flatMap { UInt64($0) } ?? UInt64.random(in: 0...UInt64.max)
+        let seconds = Self.environment("LOOPKIT_STRESS_SECONDS").flatMap { Double($0) } ?? 5
+        let harness = try StressHarness(seed: seed, duration: .milliseconds(Int64(seconds * 1000)), loops: 3,
+                                        workers: 8)
+        let report = harness.run()
+        print(report)
+        #expect(report.operations > 0)
+        for failure in report.failures.prefix(20) {
+            Issue.record("\(failure) (replay: LOOPKIT_STRESS_SEED=\(seed))")
+        }
+    }
+}
