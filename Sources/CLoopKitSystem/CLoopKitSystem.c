@@ -13,6 +13,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <dlfcn.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #if defined(__linux__)
 #include <sys/epoll.h>
@@ -381,4 +384,12 @@ uint64_t cloopkit_signal_take(int signo, int slot) {
         return 0;
     }
     return atomic_exchange(&cloopkit_signal_counts[signo][slot], 0);
+}
+
+int64_t cloopkit_heap_in_use(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    return (int64_t)mallinfo2().uordblks;
+#else
+    return -1;
+#endif
 }

@@ -104,6 +104,10 @@ long cloopkit_timer_slack(void);
 /// on kernels before 6.12); -1 where unsupported.
 int64_t cloopkit_scheduler_slice(void);
 
+/// The bytes of heap malloc has handed out and not taken back (glibc's mallinfo2 `uordblks`), for the tests that check
+/// loops give back what they allocate; -1 where the C library does not keep it.
+int64_t cloopkit_heap_in_use(void);
+
 #ifdef __cplusplus
 }
 #endif

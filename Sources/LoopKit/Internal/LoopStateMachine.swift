@@ -35,7 +35,10 @@ struct LoopStateMachine {
 
     private var lifecycle = Lifecycle.open
     private var runDepth = 0
-    private var isStopRequested = false
+    /// The depths of the runs a pending `stop()` ends, ascending: each stop belongs to the run innermost when it was
+    /// called, so a run nested after the call does not take it (as CF's per-run stop flag), and a run that ends
+    /// without taking its stop hands it to the run outside it. Never deeper than `runDepth`.
+    private var stopDepths: [Int] = []
     /// The loop announced a wait and has not ended it.
     private var isWaiting = false
     /// A byte was (or is about to be) written to the wake-up channel and the loop has not consumed it.
@@ -82,8 +85,15 @@ struct LoopStateMachine {
     /// Asks the innermost run to return `.stopped`; a no-op while no run is active (as in CF).
     mutating func requestStop() -> WakeAction {
         guard self.runDepth > 0 else { return .none }
-        self.isStopRequested = true
+        if self.stopDepths.last != self.runDepth {
+            self.stopDepths.append(self.runDepth)  // deeper than any pending one, so the list stays sorted
+        }
         return self.arrival()
+    }
+
+    /// A stop is pending for the innermost run now active (not only for one outside it).
+    private var isStopPendingHere: Bool {
+        self.runDepth > 0 && self.stopDepths.last == self.runDepth
     }
 
     /// Makes the loop's current wait end, or its next one only look; a no-op while no run is active and no wait (a
@@ -129,20 +139,26 @@ struct LoopStateMachine {
         self.runDepth += 1
     }
 
-    /// Leaves a run; a stop that lost to another result is spent with the outermost run.
+    /// Leaves a run; a stop it did not take (another result won) passes to the run outside it, and is spent with the
+    /// outermost run.
     mutating func leaveRun() {
         self.runDepth -= 1
+        if let depth = self.stopDepths.last, depth > self.runDepth {
+            self.stopDepths.removeLast()
+            if self.runDepth > 0 && self.stopDepths.last != self.runDepth {
+                self.stopDepths.append(self.runDepth)
+            }
+        }
         if self.runDepth == 0 {
-            self.isStopRequested = false
             self.isWakeUpRequested = false
         }
     }
 
-    /// Takes a pending stop; a shutdown is seen every time and stays.
+    /// Takes a stop pending for the innermost run; a shutdown is seen every time and stays.
     mutating func takeStop() -> Bool {
         if self.lifecycle != .open { return true }
-        guard self.isStopRequested else { return false }
-        self.isStopRequested = false
+        guard self.isStopPendingHere else { return false }
+        self.stopDepths.removeLast()
         return true
     }
 
@@ -150,7 +166,7 @@ struct LoopStateMachine {
     /// shutdown is pending, or a `wakeUp()` asked for one more pass.
     mutating func beginWait() -> Bool {
         loopPrecondition(!self.isWaiting, "LoopKit bug: a wait began inside another")
-        guard self.lifecycle == .open, !self.isStopRequested, !self.isWakeUpRequested,
+        guard self.lifecycle == .open, !self.isStopPendingHere, !self.isWakeUpRequested,
               self.blocks.isEmpty, self.signalledSources.isEmpty, self.controlMessages.isEmpty else {
             self.isWakeUpRequested = false
             return false
@@ -220,6 +236,6 @@ struct LoopStateMachine {
         self.blocks = []
         self.controlMessages = []
         self.signalledSources = []
-        self.isStopRequested = false
+        self.stopDepths = []
     }
 }
