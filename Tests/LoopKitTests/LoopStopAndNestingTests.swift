@@ -56,6 +56,38 @@ struct LoopStopAndNestingTests {
         ])
     }
 
+    @Test func aStopMadeBeforeACallbackNestsEndsTheOuterRunOnceTheNestedOneReturns() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let trace = Recorder<String>()
+        loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .tracking)
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            loop.stop()  // the default run's stop: the tracking run begun below must not take it
+            let result = loop.run(mode: .tracking, before: clock.now + .milliseconds(5))
+            trace.append("tracking: \(result)")
+        }, forMode: .default)
+        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        #expect(trace.elements == ["tracking: timedOut"])
+    }
+
+    @Test func stopsForTwoNestedRunsEachEndTheirOwnRun() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let trace = Recorder<String>()
+        loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .default)
+        loop.add(LoopTimer(interval: .milliseconds(20)) { _ in loop.stop() }, forMode: .tracking)
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            loop.stop()  // for the default run, pending while the tracking run below gets its own
+            let result = loop.run(mode: .tracking, before: .distantFuture)
+            trace.append("tracking: \(result)")
+        }, forMode: .default)
+        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        #expect(trace.elements == ["tracking: stopped"])
+    }
+
     @Test func aCallbackMayRunTheLoopNestedInTheSameMode() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
