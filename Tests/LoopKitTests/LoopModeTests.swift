@@ -99,13 +99,6 @@ struct LoopModeTests {
         #expect(seen.elements == ["default", "tracking", "default"])
         #expect(loop.currentMode == nil)
     }
-
-    @Test func addingCommonToTheCommonSetIsAPreconditionFailure() async {
-        await #expect(processExitsWith: .failure) {
-            let loop = try Loop()
-            loop.addCommonMode(.common)
-        }
-    }
 }
 
 @Suite("Blocks")
@@ -175,12 +168,5 @@ struct LoopBlockTests {
         loop.run(mode: "custom-empty", before: loop.now)
         loop.run(mode: .tracking, before: loop.now)
         #expect(ran.elements == ["t1", "c1", "t2"])
-    }
-
-    @Test func performWithNoModesIsAPreconditionFailure() async {
-        await #expect(processExitsWith: .failure) {
-            let loop = try Loop()
-            loop.perform(inModes: []) {}
-        }
     }
 }

@@ -774,44 +774,9 @@ struct LoopTimerDueBatchTests {
 
 // MARK: - Preconditions
 
+/// The traps of timers' preconditions are in `MisuseTests`, with their messages.
 @Suite("Timers: preconditions")
 struct LoopTimerPreconditionTests {
-    @Test func aNegativeIntervalTraps() async {
-        await #expect(processExitsWith: .failure) {
-            _ = LoopTimer(interval: .milliseconds(-1)) { _ in }
-        }
-    }
-
-    @Test func aRepeatingTimerWithAZeroIntervalTraps() async {
-        await #expect(processExitsWith: .failure) {
-            _ = LoopTimer(interval: .zero, repeats: true) { _ in }
-        }
-    }
-
-    @Test func aRepeatingTimerWithAFireDateAndNoIntervalTraps() async {
-        await #expect(processExitsWith: .failure) {
-            _ = LoopTimer(fireAt: LoopInstant(nanoseconds: 1_000_000_000), repeats: true) { _ in }
-        }
-    }
-
-    @Test func aNaNTimeIntervalTraps() async {
-        await #expect(processExitsWith: .failure) {
-            _ = LoopTimer(timeInterval: .nan) { _ in }
-        }
-    }
-
-    @Test func anInfiniteTimeIntervalTraps() async {
-        await #expect(processExitsWith: .failure) {
-            _ = LoopTimer(timeInterval: .infinity) { _ in }
-        }
-    }
-
-    @Test func aNegativeToleranceTraps() async {
-        await #expect(processExitsWith: .failure) {
-            _ = LoopTimer(interval: .milliseconds(10), tolerance: .milliseconds(-1)) { _ in }
-        }
-    }
-
     @Test func addingAnInvalidatedTimerAddsNothingAndReturnsFalse() throws {
         let loop = try Loop(clock: ManualLoopClock())
         defer { loop.invalidate() }
@@ -819,20 +784,6 @@ struct LoopTimerPreconditionTests {
         timer.invalidate()
         #expect(loop.add(timer, forMode: .default) == false)  // as CF: an invalid timer is ignored, not a trap
         #expect(loop.run(mode: .default, before: loop.now + .seconds(1)) == .finished)
-    }
-
-    @Test func addingATimerToASecondLoopTraps() async {
-        await #expect(processExitsWith: .failure) {
-            func addToTwoLoops() throws {
-                let first = try Loop(clock: ManualLoopClock())
-                let second = try Loop(clock: ManualLoopClock())
-                let timer = LoopTimer(interval: .milliseconds(10)) { _ in }
-                first.add(timer, forMode: .default)
-                second.add(timer, forMode: .default)
-                withExtendedLifetime(first) {}
-            }
-            try addToTwoLoops()
-        }
     }
 }
 

@@ -40,13 +40,4 @@ struct ThreadCheckTests {
         loop.assertIsCurrent()
         #expect(loop.isCurrent)
     }
-
-    @Test func thePublicThreadCheckTrapsOnAnotherThread() async {
-        await #expect(processExitsWith: .failure) {
-            let loop = try Loop(clock: ManualLoopClock())
-            let thread = try LoopThread()
-            thread.perform { loop.preconditionIsCurrent() }
-            thread.join()
-        }
-    }
 }

@@ -1,0 +1,194 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Testing
+@testable import LoopKit
+
+/// Every documented precondition a caller can break, each in a process of its own: the process ends, and its
+/// message names the call and what was wrong, in a release build too (`fatalError` keeps its message under `-O`,
+/// where `precondition` drops it). CI runs this suite again in a release build (see `.ci/run`).
+///
+/// Preconditions checked elsewhere with their messages: descriptor sources (`LoopDescriptorSourceTests`),
+/// `LoopBound` (`LoopBoundTests`), running off the loop's thread (`LoopPassTests`), lifecycle
+/// (`LifecycleTests`), and nesting (`LoopStopAndNestingTests`).
+@Suite("Misuse: every precondition says what and where")
+struct MisuseTests {
+    /// One misuse, and the words its message must hold.
+    enum Misuse: String, Codable, Sendable, CaseIterable, CustomTestStringConvertible {
+        case nanTimeInterval
+        case infiniteTimeInterval
+        case negativeTimeInterval
+        case hugeTimeInterval
+        case negativeTimerInterval
+        case repeatingTimerWithZeroInterval
+        case repeatingTimerAtADateWithNoInterval
+        case negativeTimerTolerance
+        case negativeToleranceSetLater
+        case timerInTwoLoops
+        case sourceInTwoLoops
+        case observerInTwoLoops
+        case performWithNoModes
+        case performOnAnEndedLoop
+        case runningCommon
+        case runningOnAnotherThread
+        case invalidatingFromInsideARun
+        case invalidatingOnAnotherThread
+        case addingCommonToItself
+        case negativeScheduleDelay
+        case scheduleWithNoModes
+        case repeatingScheduleWithZeroInterval
+        case repeatingScheduleWithNegativeDelay
+        case repeatingScheduleWithNoModes
+        case nextTimerDateOfCommon
+        case hostDriverForCommon
+        case executorWithNoModes
+        case executorCheckedOffItsThread
+        case assumeIsolatedOffTheThread
+        case preconditionIsCurrentOffTheThread
+        case groupWithNoThreads
+        case groupShutDownFromItsOwnThread
+        case loopThreadJoiningItself
+        case displayRateOutOfRange
+        case displayLinkNegativeRate
+        case displayLinkEmptyRange
+        case hitchMonitorZeroThreshold
+        case manualClockGoingBack
+
+        var testDescription: String { self.rawValue }
+
+        /// Words the message must hold: the call, and what was wrong.
+        var expectedMessage: String {
+            switch self {
+            case .nanTimeInterval: "LoopTimer(timeInterval:repeats:tolerance:): the interval is NaN"
+            case .infiniteTimeInterval: "LoopTimer(timeInterval:repeats:tolerance:): the interval is infinite"
+            case .negativeTimeInterval: "LoopTimer(timeInterval:repeats:tolerance:): the interval is negative"
+            case .hugeTimeInterval: "LoopTimer(timeInterval:repeats:tolerance:): the interval is too large"
+            case .negativeTimerInterval: "LoopTimer(interval:repeats:tolerance:): the interval is negative"
+            case .repeatingTimerWithZeroInterval:
+                "LoopTimer(interval:repeats:tolerance:): a repeating timer needs an interval greater than zero"
+            case .repeatingTimerAtADateWithNoInterval:
+                "LoopTimer(fireAt:interval:repeats:tolerance:): a repeating timer needs an interval greater than zero"
+            case .negativeTimerTolerance: "LoopTimer(interval:repeats:tolerance:): the tolerance is negative"
+            case .negativeToleranceSetLater: "LoopTimer.tolerance: the tolerance is negative"
+            case .timerInTwoLoops: "Loop.add(_:forMode:): this LoopTimer already belongs to another loop"
+            case .sourceInTwoLoops: "Loop.add(_:forMode:): this LoopSource already belongs to another loop"
+            case .observerInTwoLoops: "Loop.add(_:forMode:): this LoopObserver already belongs to another loop"
+            case .performWithNoModes: "Loop.perform(inModes:_:): the list of modes is empty"
+            case .performOnAnEndedLoop: "the loop has ended"
+            case .runningCommon: "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run"
+            case .runningOnAnotherThread: "Loop.run(mode:before:) must be called on the loop's own thread"
+            case .invalidatingFromInsideARun: "Loop.invalidate(): called from inside one of the loop's runs"
+            case .invalidatingOnAnotherThread: "Loop.invalidate() must be called on the loop's own thread"
+            case .addingCommonToItself: "Loop.addCommonMode(_:): `common` cannot be a member of itself"
+            case .negativeScheduleDelay: "Loop.schedule(after:inModes:_:): the delay is negative"
+            case .scheduleWithNoModes: "Loop.schedule(at:inModes:_:): the list of modes is empty"
+            case .repeatingScheduleWithZeroInterval: "Loop.scheduleRepeating(initialDelay:every:inModes:_:)"
+            case .repeatingScheduleWithNegativeDelay: "Loop.scheduleRepeating(initialDelay:every:inModes:_:)"
+            case .repeatingScheduleWithNoModes: "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes"
+            case .nextTimerDateOfCommon: "Loop.nextTimerDate(forMode:): `common` is a pseudo-mode"
+            case .hostDriverForCommon: "LoopHostDriver(loop:mode:): `common` is a pseudo-mode"
+            case .executorWithNoModes: "LoopExecutor(loop:modes:): the list of modes is empty"
+            case .executorCheckedOffItsThread: "LoopExecutor: not on the loop's thread"
+            case .assumeIsolatedOffTheThread: "Loop.assumeIsolated() must be called on the loop's own thread"
+            case .preconditionIsCurrentOffTheThread: "Loop.preconditionIsCurrent(): not on the loop's own thread"
+            case .groupWithNoThreads: "LoopGroup(name:threadCount:): threadCount must be at least 1"
+            case .groupShutDownFromItsOwnThread: "LoopGroup.syncShutdownGracefully(): called on one of the group's own"
+            case .loopThreadJoiningItself: "LoopThread.join(): called on the loop's own thread"
+            case .displayRateOutOfRange: "LoopDisplay(maximumRate:epoch:): the rate must be 1...1000 Hz"
+            case .displayLinkNegativeRate: "LoopDisplayLink(display:preferredRate:): the rate must be finite"
+            case .displayLinkEmptyRange: "LoopDisplayLink(display:minimum:maximum:preferred:): need 0 < minimum"
+            case .hitchMonitorZeroThreshold: "HitchMonitor(loop:modes:hangThreshold:): the threshold must be positive"
+            case .manualClockGoingBack: "ManualLoopClock.advance(by:): the clock cannot go backwards"
+            }
+        }
+
+        /// Commits the misuse; returns only if it did not trap.
+        func commit() throws {
+            let loop = try Loop(clock: ManualLoopClock())
+            let timer = LoopTimer(interval: .seconds(1)) { _ in }
+            switch self {
+            case .nanTimeInterval: _ = LoopTimer(timeInterval: .nan) { _ in }
+            case .infiniteTimeInterval: _ = LoopTimer(timeInterval: .infinity) { _ in }
+            case .negativeTimeInterval: _ = LoopTimer(timeInterval: -1) { _ in }
+            case .hugeTimeInterval: _ = LoopTimer(timeInterval: 1e300) { _ in }
+            case .negativeTimerInterval: _ = LoopTimer(interval: .milliseconds(-1)) { _ in }
+            case .repeatingTimerWithZeroInterval: _ = LoopTimer(interval: .zero, repeats: true) { _ in }
+            case .repeatingTimerAtADateWithNoInterval: _ = LoopTimer(fireAt: loop.now, repeats: true) { _ in }
+            case .negativeTimerTolerance:
+                _ = LoopTimer(interval: .seconds(1), tolerance: .milliseconds(-1)) { _ in }
+            case .negativeToleranceSetLater: timer.tolerance = .milliseconds(-1)
+            case .timerInTwoLoops:
+                loop.add(timer, forMode: .default)
+                try Loop(clock: ManualLoopClock()).add(timer, forMode: .default)
+            case .sourceInTwoLoops:
+                let source = LoopSource { _ in }
+                loop.add(source, forMode: .default)
+                try Loop(clock: ManualLoopClock()).add(source, forMode: .default)
+            case .observerInTwoLoops:
+                let observer = LoopObserver(activities: .entry) { _, _ in }
+                loop.add(observer, forMode: .default)
+                try Loop(clock: ManualLoopClock()).add(observer, forMode: .default)
+            case .performWithNoModes: loop.perform(inModes: []) {}
+            case .performOnAnEndedLoop:
+                loop.invalidate()
+                loop.perform {}
+            case .runningCommon: loop.run(mode: .common, before: loop.now)
+            case .runningOnAnotherThread:
+                onAnotherThread { loop.run(mode: .default, before: loop.now) }
+            case .invalidatingFromInsideARun:
+                loop.add(LoopTimer(interval: .zero) { _ in loop.invalidate() }, forMode: .default)
+                loop.run(mode: .default, before: loop.now + .seconds(1))
+            case .invalidatingOnAnotherThread: onAnotherThread { loop.invalidate() }
+            case .addingCommonToItself: loop.addCommonMode(.common)
+            case .negativeScheduleDelay: _ = loop.schedule(after: .milliseconds(-1)) {}
+            case .scheduleWithNoModes: _ = loop.schedule(at: loop.now, inModes: []) {}
+            case .repeatingScheduleWithZeroInterval: _ = loop.scheduleRepeating(initialDelay: .zero, every: .zero) { _ in }
+            case .repeatingScheduleWithNegativeDelay:
+                _ = loop.scheduleRepeating(initialDelay: .milliseconds(-1), every: .seconds(1)) { _ in }
+            case .repeatingScheduleWithNoModes:
+                _ = loop.scheduleRepeating(initialDelay: .zero, every: .seconds(1), inModes: []) { _ in }
+            case .nextTimerDateOfCommon: _ = loop.nextTimerDate(forMode: .common)
+            case .hostDriverForCommon: _ = try LoopHostDriver(loop: loop, mode: .common)
+            case .executorWithNoModes: _ = LoopExecutor(loop: loop, modes: [])
+            case .executorCheckedOffItsThread:
+                let executor = LoopExecutor(loop: loop)
+                onAnotherThread { executor.checkIsolated() }
+            case .assumeIsolatedOffTheThread: onAnotherThread { _ = loop.assumeIsolated() }
+            case .preconditionIsCurrentOffTheThread: onAnotherThread { loop.preconditionIsCurrent() }
+            case .groupWithNoThreads: _ = try LoopGroup(threadCount: 0)
+            case .groupShutDownFromItsOwnThread:
+                let group = try LoopGroup(threadCount: 1)
+                let finished = AtomicCounter()
+                group.next().perform {
+                    group.syncShutdownGracefully()
+                    finished.increment()
+                }
+                _ = waitUntil { finished.current > 0 }
+            case .loopThreadJoiningItself:
+                let thread = try LoopThread()
+                let finished = AtomicCounter()
+                thread.perform {
+                    thread.join()
+                    finished.increment()
+                }
+                _ = waitUntil { finished.current > 0 }
+            case .displayRateOutOfRange: _ = LoopDisplay(maximumRate: 0)
+            case .displayLinkNegativeRate: _ = LoopDisplayLink(preferredRate: -1) { _, _ in }
+            case .displayLinkEmptyRange: _ = LoopDisplayLink(minimum: 60, maximum: 30, preferred: 60) { _, _ in }
+            case .hitchMonitorZeroThreshold: _ = HitchMonitor(loop: loop, hangThreshold: .zero)
+            case .manualClockGoingBack: ManualLoopClock().advance(by: .milliseconds(-1))
+            }
+        }
+    }
+
+    @Test(arguments: Misuse.allCases)
+    func theProcessEndsWithAMessageNamingTheCallAndTheProblem(_ misuse: Misuse) async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) { [misuse] in
+            try misuse.commit()
+        }
+        let message = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+        #expect(message.contains(misuse.expectedMessage), "stderr: \(message.prefix(600))")
+    }
+}
