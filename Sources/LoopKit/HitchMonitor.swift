@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Measures what Instruments measures: how long each pass of a loop is busy, frame hitches, and hangs.
 ///
@@ -24,7 +23,7 @@ public final class HitchMonitor: Sendable {
     /// A busy stretch longer than this is a hang.
     public let hangThreshold: Duration
 
-    private let state = Mutex(State())
+    private let state = LoopLock(State())
     private let observers: [LoopObserver]
 
     /// Starts watching `loop` in `modes`.

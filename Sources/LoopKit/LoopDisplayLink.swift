@@ -12,7 +12,7 @@ import Synchronization
 /// and `isValid` are safe from any thread; the callback runs on the loop's thread and may invalidate the link. A link
 /// belongs to one loop.
 // @unchecked Sendable: `callback` and `previousIndex` are touched only on the loop's thread (from the timer's
-// callback); cross-thread state is atomic or in a Mutex, and `timer` is itself thread-safe where it must be.
+// callback); cross-thread state is atomic or in a LoopLock, and `timer` is itself thread-safe where it must be.
 public final class LoopDisplayLink: @unchecked Sendable {
     /// The display whose grid the link follows.
     public let display: LoopDisplay
@@ -26,7 +26,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// Set on resume: the next frame counts no skipped frames (paused frames were not missed, just not wanted).
     private let resumed = Atomic<Bool>(false)
     private let callback: (LoopDisplayLink, DisplayFrame) -> Void
-    private let monitors = Mutex<[HitchMonitor]>([])
+    private let monitors = LoopLock<[HitchMonitor]>([])
 
     // MARK: Loop thread only
     private var previousIndex: Int64?

@@ -21,7 +21,7 @@ public final class LoopGroup: Sendable {
 
     private let threads: [LoopThread]
     private let cursor = Atomic<Int>(0)
-    private let lifecycle = Mutex(Lifecycle.running)
+    private let lifecycle = LoopLock(Lifecycle.running)
 
     /// Starts `threadCount` loop threads named `name-0`, `name-1`, ...
     ///

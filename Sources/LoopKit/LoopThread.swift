@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// A thread that runs a loop: start, post work, sticky shutdown, join.
 ///
@@ -23,13 +22,13 @@ public final class LoopThread: Sendable {
     public let loop: Loop
 
     private let thread: PlatformThread
-    private let isJoined = Mutex(false)
+    private let isJoined = LoopLock(false)
 
     /// Starts a thread named `name` and returns once its loop exists.
     ///
     /// - Throws: `SystemCallError` when the thread or its loop cannot be created (out of threads or descriptors).
     public init(name: String = "LoopKit") throws(SystemCallError) {
-        let handoff = Mutex<Result<Loop, SystemCallError>?>(nil)
+        let handoff = LoopLock<Result<Loop, SystemCallError>?>(nil)
         let started = DispatchSemaphore(value: 0)
         let thread = try PlatformThread.spawn(name: name) {
             PlatformThread.tuneCurrentThreadForLatency()

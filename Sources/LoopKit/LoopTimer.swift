@@ -13,7 +13,7 @@ import Synchronization
 /// A timer may be created on any thread. `invalidate()`, `isValid`, `fireDate`, `setNextFireDate(_:)` and `tolerance`
 /// are safe from any thread. The callback runs on the loop's thread. A timer belongs to one loop.
 // @unchecked Sendable: `callback` and the `// MARK: Loop thread only` state are touched only on the loop's thread
-// (the loop is the only caller); cross-thread state is in `schedule` (a Mutex).
+// (the loop is the only caller); cross-thread state is in `schedule` (a LoopLock).
 public final class LoopTimer: @unchecked Sendable {
     private struct Schedule {
         var isValid = true
@@ -30,7 +30,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// Whether the timer fires repeatedly.
     public let repeats: Bool
 
-    private let schedule: Mutex<Schedule>
+    private let schedule: LoopLock<Schedule>
     private let callback: (LoopTimer) -> Void
     /// Where a timer on a grid of its own (a display link) fires next: given the slot just fired (or `nil` for the
     /// first fire) and now, the first grid point after now. `nil` for an ordinary timer.
@@ -107,7 +107,7 @@ public final class LoopTimer: @unchecked Sendable {
          interval: Duration, _ callback: @escaping @Sendable (LoopTimer) -> Void) {
         self.interval = interval
         self.repeats = true
-        self.schedule = Mutex(Schedule(fireDate: nil, tolerance: .zero))
+        self.schedule = LoopLock(Schedule(fireDate: nil, tolerance: .zero))
         self.callback = callback
         self.grid = grid
     }
@@ -126,7 +126,7 @@ public final class LoopTimer: @unchecked Sendable {
         // A one-shot timer with a date has no period: its interval is zero whatever was passed (as Foundation's).
         self.interval = firstFire != nil && !repeats ? .zero : interval
         self.repeats = repeats
-        self.schedule = Mutex(Schedule(fireDate: firstFire, tolerance: tolerance))
+        self.schedule = LoopLock(Schedule(fireDate: firstFire, tolerance: tolerance))
         self.callback = callback
         self.grid = nil
     }

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Records what a loop does, in the Trace Event Format that Perfetto (ui.perfetto.dev) and chrome://tracing open.
 ///
@@ -43,7 +42,7 @@ public final class LoopTracer: Sendable {
     /// The name of the loop's thread in the trace.
     public let threadName: String
     private let origin: LoopInstant
-    private let state = Mutex(State())
+    private let state = LoopLock(State())
     private let observers: [LoopObserver]
 
     /// Starts recording `loop` in `modes` (the common modes by default). Any thread.

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A clock that moves only when told to: virtual time for tests of timer semantics.
 ///
@@ -11,11 +10,11 @@ import Synchronization
 /// Several loops may share one manual clock; then each advances it for all of them. Any thread may read or
 /// advance the clock.
 public final class ManualLoopClock: VirtualLoopClock {
-    private let instant: Mutex<LoopInstant>
+    private let instant: LoopLock<LoopInstant>
 
     /// A clock that starts at `start` (by default one second after the origin, so that `start - 1 s` exists).
     public init(start: LoopInstant = LoopInstant(nanoseconds: 1_000_000_000)) {
-        self.instant = Mutex(start)
+        self.instant = LoopLock(start)
     }
 
     public var now: LoopInstant {

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// The loop an item belongs to: set by the item's first `add`, weakly held, readable from any thread.
 ///
@@ -8,7 +7,7 @@ final class LoopLink: Sendable {
         weak var loop: Loop?
     }
 
-    private let target = Mutex(Target())
+    private let target = LoopLock(Target())
 
     /// The loop the item belongs to, if it was added to one that still exists.
     var loop: Loop? {

@@ -1,10 +1,9 @@
-import Synchronization
 @testable import LoopKit
 
 /// A clock that a `FakePoller` moves when the loop "sleeps": an ordinary (not manual) clock to the loop, so the
 /// loop computes real timeouts and hands them to the poller.
 final class SteppingClock: LoopClock {
-    private let instant = Mutex(LoopInstant(nanoseconds: 1_000_000_000))
+    private let instant = LoopLock(LoopInstant(nanoseconds: 1_000_000_000))
 
     var now: LoopInstant { self.instant.withLock { $0 } }
 

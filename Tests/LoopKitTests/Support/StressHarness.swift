@@ -105,7 +105,7 @@ final class StressHarness: Sendable {
         let start: LoopInstant
         let interval: Duration
         private let lastSlot = Atomic<Int>(-1)
-        let failures = Mutex<[String]>([])
+        let failures = LoopLock<[String]>([])
 
         init(start: LoopInstant, interval: Duration) {
             self.start = start
@@ -166,7 +166,7 @@ final class StressHarness: Sendable {
         var loop: Loop { self.thread.loop }
         let signalProbes: [SignalProbe]
         /// The blocks each worker's blocks ran in, by worker: their sequence numbers in the order they ran.
-        let blockLog: Mutex<[Int: [Int]]> = Mutex([:])
+        let blockLog: LoopLock<[Int: [Int]]> = LoopLock([:])
         /// A mode outside the common set, with a keep-alive timer and an `entry` observer: a worker runs it nested
         /// and stops it from its own thread once it has begun.
         let stopMode: LoopMode
@@ -175,7 +175,7 @@ final class StressHarness: Sendable {
         let stopRunsBegun = Atomic<Int>(0)
         let stopRunsEnded = Atomic<Int>(0)
         let nestingDepth = Atomic<Int>(0)
-        let failures = Mutex<[String]>([])
+        let failures = LoopLock<[String]>([])
 
         init(index: Int) throws {
             self.index = index
@@ -212,8 +212,8 @@ final class StressHarness: Sendable {
     private let progress = Atomic<Int>(0)
     private let operations = AtomicCounter()
     private let callbacks = AtomicCounter()
-    private let states: Mutex<[String]>
-    private let failures = Mutex<[String]>([])
+    private let states: LoopLock<[String]>
+    private let failures = LoopLock<[String]>([])
     private let isFinished = Atomic<Bool>(false)
 
     init(seed: UInt64, duration: Duration, loops: Int = 3, workers: Int = 8) throws {
@@ -221,7 +221,7 @@ final class StressHarness: Sendable {
         self.duration = duration
         self.workerCount = workers
         self.targets = try (0..<loops).map { try Target(index: $0) }
-        self.states = Mutex(Array(repeating: "not started", count: workers))
+        self.states = LoopLock(Array(repeating: "not started", count: workers))
     }
 
     private func setState(_ worker: Int, _ state: String) {
@@ -341,7 +341,7 @@ final class StressHarness: Sendable {
     }
 
     /// What the checks need from each worker once it has finished.
-    private let leftovers = Mutex<(oneShots: [OneShotProbe], pipes: [PipeProbe], sent: [Int: [Int]])>(([], [], [:]))
+    private let leftovers = LoopLock<(oneShots: [OneShotProbe], pipes: [PipeProbe], sent: [Int: [Int]])>(([], [], [:]))
 
     private func keep(_ oneShots: [OneShotProbe], _ pipes: [PipeProbe], sentByLoop: [Int], worker: Int) {
         self.leftovers.withLock { leftovers in

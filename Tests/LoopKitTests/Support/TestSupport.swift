@@ -4,13 +4,12 @@ import Glibc
 import Darwin
 #endif
 import CLoopKitSystem
-import Synchronization
 import Testing
 @testable import LoopKit
 
 /// A thread-safe list that tests append to from callbacks and read afterwards.
 final class Recorder<Element: Sendable>: Sendable {
-    private let storage = Mutex<[Element]>([])
+    private let storage = LoopLock<[Element]>([])
 
     func append(_ element: Element) {
         self.storage.withLock { $0.append(element) }
