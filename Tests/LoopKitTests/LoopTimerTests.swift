@@ -683,6 +683,24 @@ struct LoopTimerTests {
         #expect(fired.map(\.0) == ms(10, 50, 60))
         #expect(fired.map(\.1) == [.default, .default, .default])
     }
+
+    // Found by the model-based test (seed 0xddf9d1079c509e27): the firing timer's entry in the other mode woke the
+    // nested run at once, for a fire it then skipped, so its first `afterWaiting` had no cause (DESIGN section 3).
+    @Test func aNestedRunOfAnotherModeDoesNotWakeForTheTimerWhoseCallbackIsRunning() throws {
+        let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
+        var nestedWakes: [Duration] = []
+        let timer = LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
+            t.run(.tracking, until: 25)
+        }
+        t.loop.add(timer, forMode: .common)
+        t.loop.add(LoopObserver(activities: .afterWaiting, on: t.isolated) { _, _ in nestedWakes.append(t.elapsed) },
+                   forMode: .tracking)
+        let before = t.loop.counters
+        t.run(.default, until: 30)
+        #expect(nestedWakes == ms(25))  // one sleep, to the nested run's deadline
+        #expect(t.loop.counters.since(before).emptyWakeUps == 0)
+    }
 }
 
 // MARK: - A pass's due batch
@@ -742,6 +760,30 @@ struct LoopTimerDueBatchTests {
         t.loop.add(LoopTimer(interval: .seconds(100)) { _ in }, forMode: .default)
         t.run(until: 1000)
         #expect(nestedPasses <= 3)
+    }
+
+    // Found by the model-based test (seed 0xb770b478e56be611): what was left of the batch kept the nested run awake
+    // although none of it could fire, so its first `afterWaiting` had no cause (DESIGN section 3).
+    @Test func aNestedRunDoesNotWakeForABatchEntryThatCanNoLongerFire() throws {
+        let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
+        var nestedWakes: [Duration] = []
+        let b = LoopTimer(interval: .milliseconds(10)) { _ in }
+        t.loop.add(LoopTimer(interval: .milliseconds(10), on: t.isolated) { _ in
+            t.loop.remove(b, forMode: .default)  // b stays in the batch, no longer live
+            let wakes = LoopObserver(activities: .afterWaiting, on: t.isolated) { _, _ in
+                nestedWakes.append(t.elapsed)
+            }
+            t.loop.add(wakes, forMode: .default)
+            t.run(.default, until: 25)
+            wakes.invalidate()
+        }, forMode: .default)
+        t.loop.add(b, forMode: .default)
+        t.keepAlive(.default)
+        let before = t.loop.counters
+        t.run(until: 30)
+        #expect(nestedWakes == ms(25))  // one sleep, to the nested run's deadline
+        #expect(t.loop.counters.since(before).emptyWakeUps == 0)
     }
 
     @Test func aTimerOfTheBatchIsDetachedByTheThreadsTeardownAndDoesNotFireAfterIt() throws {

@@ -75,13 +75,23 @@ struct ModeTimers {
     }
 
     /// The instant to wake for the earliest timers (coalesced within their tolerances), or `nil` without any.
+    ///
+    /// Only entries that can fire are waited for, so that every wake-up has a fire to make: not stale ones, and not
+    /// those of a timer whose callback is running (this is a run nested in it): that timer cannot fire before its
+    /// callback returns, and then it is queued afresh in every mode (or leaves them all), so its entries are stale by
+    /// then and may be dropped now. The same holds for what is left of an outer pass's batch.
     mutating func nextWake() -> UInt64? {
-        if self.nextDue < self.due.count {  // an outer pass's batch, still due: do not sleep
-            return self.due[self.nextDue].deadline
-        }
         let pushes = self.pushes
-        self.queue.dropStaleTop { pushes[Int($0.slot)] == $0.push }
-        return self.queue.coalescedWakeTime { pushes[Int($0.slot)] == $0.push }
+        let timers = self.timers
+        let isWaitable = { (entry: TimerEntry) in
+            pushes[Int(entry.slot)] == entry.push && timers[Int(entry.slot)]?.isFiring != true
+        }
+        if self.nextDue < self.due.count,
+           let entry = self.due[self.nextDue...].first(where: isWaitable) {  // an outer pass's batch: do not sleep
+            return entry.deadline
+        }
+        self.queue.dropStaleTop(isLive: isWaitable)
+        return self.queue.coalescedWakeTime(isLive: isWaitable)
     }
 
     /// Takes every entry due at `now` from the queue into `batch`, earliest first, keeping only live ones.
