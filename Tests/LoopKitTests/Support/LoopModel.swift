@@ -97,7 +97,10 @@ final class LoopModel {
     private var commonModes: Set<LoopMode> = [.default, .tracking]
     private var commonItems: Set<ItemRef> = []
     private var runs: [LoopMode] = []
-    private var isStopPending = false
+    /// The runs (by depth: 1 is the outermost) a stop was made for and that have not ended since. A stop belongs to
+    /// the run innermost when it was made, not to one nested later (StopAndNesting.md); a run that ends for another
+    /// reason passes its stop to the run outside it, and the outermost spends it.
+    private var stoppedRuns: Set<Int> = []
     private var blocks: [Block] = []
     /// Signals the loop has not looked at yet (a pass looks at them when it performs signalled sources).
     private var unseenSignals: [Source] = []
@@ -231,7 +234,7 @@ final class LoopModel {
     }
 
     private func stop() {
-        if !self.runs.isEmpty { self.isStopPending = true }  // a no-op while not running (as in CF)
+        if !self.runs.isEmpty { self.stoppedRuns.insert(self.runs.count) }  // a no-op while not running (as in CF)
     }
 
     // MARK: One run
@@ -247,23 +250,24 @@ final class LoopModel {
     }
 
     private func takeStop() -> Bool {
-        defer { self.isStopPending = false }
-        return self.isStopPending
+        self.stoppedRuns.remove(self.runs.count) != nil
     }
 
     func run(_ mode: LoopMode, deadline: Int, returnAfterSource: Bool) -> RunResult {
         if self.isEmpty(mode) { return .finished }  // at once, no observer called
         self.runs.append(mode)
         self.notify(.entry, mode)
-        // Choice: a stop made before the run's first pass (by a callback that then ran the loop nested) ends it
-        // right after `entry` (StopAndNesting.md).
+        // Choice: a stop made for this run before its first pass (by an `entry` observer) ends it right after `entry`,
+        // as CF checks its stop flag before the first pass.
         var result: RunResult? = self.takeStop() ? .stopped : nil
         while result == nil {
             result = self.pass(mode, deadline: deadline, returnAfterSource: returnAfterSource)
         }
         self.notify(.exit, mode)
+        if self.stoppedRuns.remove(self.runs.count) != nil && self.runs.count > 1 {
+            self.stoppedRuns.insert(self.runs.count - 1)  // a stop that lost to another result passes outward
+        }
         self.runs.removeLast()
-        if self.runs.isEmpty { self.isStopPending = false }  // a stop that lost to another result is spent
         return result!
     }
 
@@ -293,7 +297,7 @@ final class LoopModel {
     /// ThePass.md's one exception), a block of this mode, a stop, or a timer of a due batch that can still fire.
     private func sleep(_ mode: LoopMode, deadline: Int) {
         if !self.unseenSignals.isEmpty || self.blocks.contains(where: { !$0.seen || self.admits($0, mode) })
-            || self.isStopPending || (self.batches[mode] ?? []).contains(where: { self.canFire($0, in: mode) }) {
+            || self.stoppedRuns.contains(self.runs.count) || (self.batches[mode] ?? []).contains(where: { self.canFire($0, in: mode) }) {
             return
         }
         self.now = max(self.now, min(self.timerWake(mode) ?? deadline, deadline))
