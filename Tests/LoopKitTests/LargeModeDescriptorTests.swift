@@ -55,6 +55,7 @@ struct LargeModeDescriptorTests {
 
     @Test func sourcesThatEpollReportsReadyAreCalledLowerOrderFirst() throws {
         let pipes = try (0..<3).map { _ in try TestPipe() }
+        defer { withExtendedLifetime(pipes) {} }  // an optimized build would close them after their last use
         let sources = zip(pipes, [3, 1, 2]).map { pipe, order in
             LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable, order: order) { _, _ in }
         }
@@ -70,6 +71,7 @@ struct LargeModeDescriptorTests {
         let loop = try Loop.onLinuxBackend()
         defer { loop.invalidate() }
         let idle = try (0..<40).map { _ in try TestPipe() }
+        defer { withExtendedLifetime(idle) {} }  // an optimized build would close them after their last use
         for pipe in idle {
             loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
         }
@@ -169,6 +171,7 @@ struct LargeModeDescriptorTests {
         let loop = try Loop.onLinuxBackend(clock: ManualLoopClock())
         defer { loop.invalidate() }
         let pipes = try (0..<PollWaiter.defaultLargeModeThreshold).map { _ in try TestPipe() }
+        defer { withExtendedLifetime(pipes) {} }  // an optimized build would close them after their last use
         let calls = Recorder<Int>()
         let sources = pipes.enumerated().map { index, pipe in
             LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in calls.append(index) }
