@@ -31,6 +31,9 @@ extension Loop {
         let items = self.modeItems(for: mode)
         self.runningModes.append(mode)
         self.state.withLock { $0.enterRun() }
+        if deadline > self.clock.now {
+            self.waiter.runWillBegin(in: items)  // not for a run that only looks, as a host loop's pass
+        }
         defer {
             self.state.withLock { $0.leaveRun() }
             self.runningModes.removeLast()

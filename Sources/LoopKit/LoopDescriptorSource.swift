@@ -9,10 +9,13 @@ import Synchronization
 /// reported once as `invalid`, after which the loop cancels the source (so it never spins on a dead descriptor); the
 /// source cannot tell a closed descriptor whose number was reused by a new `open`, so cancel before closing.
 ///
-/// A mode with many descriptor sources (32 or more) keeps them in an epoll set, so that its sleep costs the same
-/// however many are idle; the contract above holds there too. Cancelling before closing costs one system call; a
-/// descriptor closed first, while a `dup` of it lives on elsewhere, may make the loop rebuild the mode's epoll set
-/// once (O(n)).
+/// A mode with many descriptor sources (32 or more) keeps them in an epoll set, so that a pass costs the same however
+/// many are idle. There, as libuv and SwiftNIO ask, cancel a source before closing its descriptor: epoll forgets a
+/// closed descriptor without a word, so a close without a cancel is found by looking, and the loop looks at every
+/// descriptor only at the first wait of a run, and at a few of them (`PollWaiter.sweepCount`) at each later wait. A
+/// descriptor closed under a live source is then reported `invalid` at the next run, or within n / 8 passes of the
+/// running one, never spun on; one closed while a `dup` of it lives on elsewhere may make the loop rebuild the mode's
+/// epoll set once (O(n)).
 ///
 /// A source may be created on any thread. `events`, `invalidate()` and `isValid` are safe from any thread; the handler
 /// runs on the loop's thread. A source belongs to one loop; the descriptor stays the caller's to close.

@@ -109,6 +109,47 @@ struct LargeModeDescriptorTests {
         #expect(loop.counters.since(before).blockingWaits <= 4)
     }
 
+    @Test func aLargeModesWaitsPollAFewDescriptorsOnceTheRunsFirstWaitHasLookedAtAll() throws {
+        let clock = SteppingClock()
+        let poller = FakePoller(clock: clock)
+        let loop = Loop(clock: clock, waiter: try PollWaiter(backend: .linux, clock: clock, poller: poller))
+        defer { loop.invalidate() }
+        let pipes = try (0..<200).map { _ in try TestPipe() }
+        defer { withExtendedLifetime(pipes) {} }
+        for pipe in pipes {
+            loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        }
+        loop.add(LoopTimer(fireAt: clock.now + .milliseconds(1), interval: .milliseconds(1), repeats: true) { _ in },
+                 forMode: .default)
+        #expect(loop.run(mode: .default, before: clock.now + .milliseconds(50)) == .timedOut)
+        // The first wait looks at every descriptor (a close made before the run is reported at once); each later one
+        // polls the wake-up pipe, the epoll set and the few numbers of this wait's sweep, whatever the mode holds.
+        #expect(poller.descriptorCounts.count >= 50)
+        #expect(try #require(poller.descriptorCounts.first) >= 200)
+        #expect(poller.descriptorCounts.dropFirst().allSatisfy { $0 <= 2 + PollWaiter.sweepCount })
+    }
+
+    @Test func aDescriptorClosedUnderALiveSourceDuringARunIsReportedWithinAFewPasses() throws {
+        let loop = try Loop.onLinuxBackend()
+        defer { loop.invalidate() }
+        let idle = try (0..<100).map { _ in try TestPipe() }
+        defer { withExtendedLifetime(idle) {} }
+        for pipe in idle {
+            loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        }
+        let pipe = try TestPipe()
+        let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3500)
+        let reports = self.addReporter(to: loop, descriptor: descriptor, events: .readable)
+        // Passes every millisecond; the close comes after the run's first wait, so only the sweep can find it.
+        loop.add(LoopTimer(interval: .milliseconds(1), repeats: true) { _ in }, forMode: .default)
+        let closer = LoopTimer(interval: .milliseconds(5)) { _ in closeDescriptorForTest(descriptor) }
+        loop.add(closer, forMode: .default)
+        let result = loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+        #expect(result == .handledSource)
+        #expect(reports.elements == [.invalid])
+        #expect(self.registry(of: loop) != nil)
+    }
+
     @Test func aNumberReusedForAnotherFileIsWatchedForTheNewFile() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
         defer { loop.invalidate() }

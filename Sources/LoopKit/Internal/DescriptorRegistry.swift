@@ -1,5 +1,5 @@
-/// The descriptor sources of a large mode, kept registered in an `EpollSet`, so that the loop's sleep and wake-up
-/// cost the same with a thousand idle descriptors as with one.
+/// The descriptor sources of a large mode, kept registered in an `EpollSet`, so that a pass of the loop costs the same
+/// with ten thousand idle descriptors as with one.
 ///
 /// ppoll(2) on n descriptors does O(n) work twice per sleep: each descriptor joins a wait queue before the sleep, and
 /// is polled again and leaves the queue after the wake-up. With a thousand idle descriptors that is ~130 µs on a
@@ -8,10 +8,10 @@
 /// registry's epoll descriptor) and, when the epoll descriptor is readable, asks epoll which sources are ready.
 ///
 /// epoll silently forgets a closed descriptor, so it cannot report the close to the source as DESIGN §1 promises.
-/// Before it sleeps, the loop therefore looks at every descriptor of the mode once without waiting (ppoll with a zero
-/// timeout, which joins no wait queue): that look reports a closed descriptor as invalid, exactly as a small mode
-/// does, and anything already ready skips the sleep. It is O(n), but before the sleep rather than after the
-/// wake-up, and cheaper than one of ppoll's two passes.
+/// Each wait therefore also polls a few registered numbers in turn, for a close only (`appendDirectlyPolled`), and
+/// the first wait of a run polls them all: a close without a cancel is reported at the next run, or within n / k
+/// waits of the running one, at a cost per wait that does not grow with n. (libuv and SwiftNIO simply require a
+/// cancel before the close; LoopKit asks for it too, and keeps its promise when it is forgotten.)
 ///
 /// Registrations follow the sources as they join and leave the mode (`add`, `remove`) and, before each sleep, the
 /// `events` of the sources whose events changed (`refresh`, from `Loop.descriptorSourcesWithNewEvents`). A descriptor
@@ -47,6 +47,14 @@ final class DescriptorRegistry {
     /// Set when epoll refused a registration for a reason that starting over does not cure (the watch limit): the
     /// mode then goes back to ppoll.
     private(set) var hasFailed = false
+    /// The numbers epoll refused, whose sources every wait polls itself.
+    private var refusedNumbers: Set<CInt> = []
+    /// Every registered number, in the order the sweep visits them, and where it is; remade when numbers come or go.
+    private var sweepNumbers: [CInt] = []
+    private var sweepCursor = 0
+    private var isSweepStale = false
+    /// The next wait sweeps every number: it is the first of a run, or of the registry.
+    var sweepsAllAtNextWait = true
 
     /// The descriptor to poll: readable while a registered descriptor is ready.
     var descriptor: CInt { self.epoll.descriptor }
@@ -67,7 +75,7 @@ final class DescriptorRegistry {
         guard var registration = self.registrations[descriptor] else {
             var registration = Registration(sources: [source], events: [], isInEpoll: false, isRefused: false)
             self.enter(descriptor, &registration)
-            self.registrations[descriptor] = registration
+            self.save(registration, for: descriptor)
             return
         }
         registration.sources.append(source)
@@ -76,7 +84,7 @@ final class DescriptorRegistry {
         registration.isInEpoll = false
         registration.isRefused = false
         self.update(descriptor, &registration)
-        self.registrations[descriptor] = registration
+        self.save(registration, for: descriptor)
     }
 
     /// Unregisters a source that left the mode.
@@ -87,10 +95,10 @@ final class DescriptorRegistry {
         registration.sources.remove(at: index)
         guard registration.sources.isEmpty else {
             self.update(descriptor, &registration)
-            self.registrations[descriptor] = registration
+            self.save(registration, for: descriptor)
             return
         }
-        self.registrations[descriptor] = nil
+        self.save(nil, for: descriptor)
         guard registration.isInEpoll else { return }
         switch self.epoll.remove(descriptor) {
         case .done, .closed, .notRegistered:
@@ -108,7 +116,53 @@ final class DescriptorRegistry {
         guard var registration = self.registrations[descriptor],
               registration.sources.contains(where: { $0 === source }) else { return }
         self.update(descriptor, &registration)
-        self.registrations[descriptor] = registration
+        self.save(registration, for: descriptor)
+    }
+
+    /// Appends the sources a wait must poll itself: those on numbers epoll refused (a regular file, which poll calls
+    /// always ready, or a closed number), then those on the next `sweepCount` registered numbers in turn.
+    ///
+    /// The sweep is how a descriptor closed without cancelling its source is still reported: epoll forgets a closed
+    /// descriptor without a word, and poll reports it invalid. Each wait looks at a few numbers, so a close is noticed
+    /// within n / `sweepCount` waits at a cost per wait that does not grow with n (libuv and NIO instead require a
+    /// cancel before the close; LoopKit asks for it too, see `LoopDescriptorSource`).
+    ///
+    /// - Returns: The index in `sources` where the swept ones begin: the wait reports only their closes (epoll reports
+    ///   their readiness), and everything about the refused ones.
+    func appendDirectlyPolled(into sources: inout [LoopDescriptorSource], sweepCount: Int) -> Int {
+        for number in self.refusedNumbers {
+            sources.append(contentsOf: self.registrations[number]?.sources ?? [])
+        }
+        let firstSwept = sources.count
+        if self.isSweepStale {
+            self.sweepNumbers = Array(self.registrations.keys)
+            self.isSweepStale = false
+        }
+        guard !self.sweepNumbers.isEmpty else { return firstSwept }
+        let count = self.sweepsAllAtNextWait ? self.sweepNumbers.count : min(sweepCount, self.sweepNumbers.count)
+        self.sweepsAllAtNextWait = false
+        for _ in 0..<count {
+            self.sweepCursor = self.sweepCursor < self.sweepNumbers.count - 1 ? self.sweepCursor + 1 : 0
+            let number = self.sweepNumbers[self.sweepCursor]
+            guard !self.refusedNumbers.contains(number), let registration = self.registrations[number] else { continue }
+            sources.append(contentsOf: registration.sources)
+        }
+        return firstSwept
+    }
+
+    /// Stores `registration` (or forgets the number, for `nil`), keeping the refused set and the sweep current.
+    private func save(_ registration: Registration?, for descriptor: CInt) {
+        guard let registration else {
+            if self.registrations.removeValue(forKey: descriptor) != nil { self.isSweepStale = true }
+            self.refusedNumbers.remove(descriptor)
+            return
+        }
+        if self.registrations.updateValue(registration, forKey: descriptor) == nil { self.isSweepStale = true }
+        if registration.isRefused {
+            self.refusedNumbers.insert(descriptor)
+        } else {
+            self.refusedNumbers.remove(descriptor)
+        }
     }
 
     /// Starts over if a report showed a registration that outlived its descriptor, before a sleep.
@@ -213,10 +267,12 @@ final class DescriptorRegistry {
             return
         }
         self.epoll = epoll
-        for descriptor in Array(self.registrations.keys) where !self.hasFailed {
-            self.registrations[descriptor]!.isInEpoll = false
-            self.registrations[descriptor]!.isRefused = false
-            self.enter(descriptor, &self.registrations[descriptor]!)
+        for (descriptor, old) in self.registrations where !self.hasFailed {
+            var registration = old
+            registration.isInEpoll = false
+            registration.isRefused = false
+            self.enter(descriptor, &registration)
+            self.save(registration, for: descriptor)
         }
     }
 

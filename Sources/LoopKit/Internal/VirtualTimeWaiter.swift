@@ -56,4 +56,8 @@ final class VirtualTimeWaiter: LoopWaiter {  // checked Sendable: both stored pr
     func forgetModes() {
         self.base.forgetModes()
     }
+
+    func runWillBegin(in items: ModeItems) {
+        self.base.runWillBegin(in: items)
+    }
 }

@@ -5,7 +5,8 @@ import Synchronization
 ///
 /// A small mode (or any mode on the portable backend) waits in one poll on the wake-up pipe, the deadline timer and
 /// all its descriptors. A mode with `largeModeThreshold` descriptor sources or more (Linux) keeps them registered in
-/// an epoll set (`DescriptorRegistry`) and waits on the pipe, the timer and that set's descriptor. The deadline timer
+/// an epoll set (`DescriptorRegistry`) and waits on the pipe, the timer, that set's descriptor and the few numbers the
+/// registry sweeps for closes, so that a wait costs the same however many descriptors are idle. The deadline timer
 /// is used only for a clock that reads the system's monotonic clock; any other clock gets relative timeouts.
 ///
 /// Only `wakeUp()`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread only.
@@ -28,6 +29,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     private lazy var deadlineTimer: DeadlineTimer? =
         self.backend == .linux && self.clock.readsSystemMonotonicClock ? DeadlineTimer() : nil
     private var polledSources: [LoopDescriptorSource] = []
+    /// Where the swept sources of a large mode's wait begin in `polledSources`.
+    private var firstSweptSource = 0
+    private var directlyPolledScratch: [LoopDescriptorSource] = []
     private var registries: [ObjectIdentifier: DescriptorRegistry] = [:]
     /// Modes whose descriptors epoll refused once: they are polled directly from then on.
     private var refusedModes: Set<ObjectIdentifier> = []
@@ -37,6 +41,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it.
     var largeModeThreshold = PollWaiter.defaultLargeModeThreshold
     static let defaultLargeModeThreshold = 32
+    /// How many registered numbers of a large mode each wait checks for a close (see
+    /// `DescriptorRegistry.appendDirectlyPolled`).
+    static let sweepCount = 8
 
     /// A waiter for `backend` whose poll is `poller` (tests inject a fake).
     ///
@@ -85,6 +92,10 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.registries[ObjectIdentifier(items)]?.remove(source)
     }
 
+    func runWillBegin(in items: ModeItems) {
+        self.registries[ObjectIdentifier(items)]?.sweepsAllAtNextWait = true
+    }
+
     func forgetModes() {
         self.registries = [:]
         self.refusedModes = []
@@ -111,31 +122,60 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         // The timerfd is polled only when there is a deadline, so a loop waiting for work alone polls just its pipe.
         let deadlineTimer = deadline.map { $0 != .distantFuture } == true ? self.deadlineTimer : nil
         defer { self.polledSources.removeAll(keepingCapacity: true) }  // keeps no source alive between waits
-        if let deadline, let registry = self.registry(forWaitingIn: items) {
-            // A large mode: look at every descriptor once (a closed one is reported invalid; a ready one ends the
-            // wait now), then sleep on the epoll set instead of on all of them. The deadline timer is left out of
-            // the look: it may still hold the expiry of an earlier deadline until the sleep arms it again.
-            self.setUpPoll(deadlineTimer: nil, sources: items.descriptorSources)
-            let readyCount = self.look()
-            if readyCount > 0 {
-                return self.collectPolled(readyCount, deadlineTimer: nil, into: &ready)
-            }
-            self.setUpPoll(deadlineTimer: deadlineTimer, sources: [])
-            self.poller.append(registry.descriptor, events: .readable)
-            let wokenCount = self.sleep(until: deadline, on: deadlineTimer)
-            let outcome = self.collectPolled(wokenCount, deadlineTimer: deadlineTimer, into: &ready)
-            if wokenCount > 0, !self.poller.events(at: self.poller.count - 1).isEmpty {
-                registry.collectReady(into: &ready)
-            }
-            return outcome
+        if let registry = self.registry(forWaitingIn: items) {
+            return self.wait(on: registry, until: deadline, deadlineTimer: deadlineTimer, into: &ready)
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: items.descriptorSources)
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
         return self.collectPolled(readyCount, deadlineTimer: deadlineTimer, into: &ready)
     }
 
-    /// Sets the poller up for one wait: the wake-up pipe, then the deadline timer if there is one, then `sources`.
-    private func setUpPoll(deadlineTimer: DeadlineTimer?, sources: [LoopDescriptorSource]) {
+    /// A large mode's wait or look: one poll on the wake-up pipe, the deadline timer, the registry's epoll descriptor
+    /// and the few sources the registry cannot leave to epoll (see `DescriptorRegistry.appendDirectlyPolled`), then
+    /// what epoll reports ready. It costs the same with ten thousand idle descriptors as with ten.
+    private func wait(
+        on registry: DescriptorRegistry,
+        until deadline: LoopInstant?,
+        deadlineTimer: DeadlineTimer?,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) -> WaitOutcome {
+        var direct = self.directlyPolledScratch
+        self.directlyPolledScratch = []
+        let firstSwept = registry.appendDirectlyPolled(into: &direct, sweepCount: Self.sweepCount)
+        self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept], sweeping: direct[firstSwept...])
+        direct.removeAll(keepingCapacity: true)
+        self.directlyPolledScratch = direct
+        self.poller.append(registry.descriptor, events: .readable)
+        let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
+        let start = ready.count
+        let outcome = self.collectPolled(readyCount, deadlineTimer: deadlineTimer, into: &ready)
+        if readyCount > 0, !self.poller.events(at: self.poller.count - 1).isEmpty {
+            let polledCount = ready.count - start
+            registry.collectReady(into: &ready)
+            if polledCount > 0 && ready.count - start > polledCount {
+                // Both reported: one list in (order, sequence) order, each source once (a swept source whose number
+                // was closed can be reported invalid by both).
+                ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
+                var index = start + 1
+                while index < ready.count {
+                    if ready[index].0 === ready[index - 1].0 {
+                        ready.remove(at: index)
+                    } else {
+                        index += 1
+                    }
+                }
+            }
+        }
+        return outcome
+    }
+
+    /// Sets the poller up for one wait: the wake-up pipe, then the deadline timer if there is one, then `sources`, then
+    /// `swept` sources (reported only when their number is closed: epoll reports the rest of what they have).
+    private func setUpPoll(
+        deadlineTimer: DeadlineTimer?,
+        sources: some Collection<LoopDescriptorSource>,
+        sweeping swept: some Collection<LoopDescriptorSource> = EmptyCollection()
+    ) {
         self.poller.reset()
         self.polledSources.removeAll(keepingCapacity: true)
         self.poller.append(self.wakeupPipe.readEnd, events: .readable)
@@ -144,6 +184,11 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         }
         for source in sources where source.isValid {
             self.poller.append(source.descriptor, events: source.events)
+            self.polledSources.append(source)
+        }
+        self.firstSweptSource = self.polledSources.count
+        for source in swept where source.isValid {
+            self.poller.append(source.descriptor, events: [])  // error, hang-up and invalid are always reported
             self.polledSources.append(source)
         }
     }
@@ -201,7 +246,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         let firstSource = deadlineTimer == nil ? 1 : 2
         for (offset, source) in self.polledSources.enumerated() {
             let events = self.poller.events(at: firstSource + offset)
-            if !events.isEmpty {
+            // A swept source is passed on only when its number is closed; epoll reports its other events.
+            if !events.isEmpty && (offset < self.firstSweptSource || events.contains(.invalid)) {
                 ready.append((source, events))
             }
         }

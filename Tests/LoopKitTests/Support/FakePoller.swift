@@ -23,6 +23,8 @@ final class FakePoller: Poller {
 
     let clock: SteppingClock
     private(set) var timeouts: [Int64] = []
+    /// How many descriptors each wait was given.
+    private(set) var descriptorCounts: [Int] = []
     var script: [Step] = []
     private var descriptors: [CInt] = []
 
@@ -42,6 +44,7 @@ final class FakePoller: Poller {
 
     func waitForEvents(timeoutNanoseconds: Int64) -> Int {
         self.timeouts.append(timeoutNanoseconds)
+        self.descriptorCounts.append(self.descriptors.count)
         if !self.script.isEmpty {
             let step = self.script.removeFirst()
             self.clock.advance(by: step.elapsed)

@@ -59,4 +59,5 @@ final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
     func descriptorSource(_ source: LoopDescriptorSource, didJoin items: ModeItems) {}
     func descriptorSource(_ source: LoopDescriptorSource, didLeave items: ModeItems) {}
     func forgetModes() {}
+    func runWillBegin(in items: ModeItems) {}
 }
