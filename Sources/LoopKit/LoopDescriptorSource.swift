@@ -12,10 +12,9 @@ import Synchronization
 /// A mode with many descriptor sources (32 or more) keeps them in an epoll set, so that a pass costs the same however
 /// many are idle. There, as libuv and SwiftNIO ask, cancel a source before closing its descriptor: epoll forgets a
 /// closed descriptor without a word, so a close without a cancel is found by looking, and the loop looks at every
-/// descriptor only at the first wait of a run, and at a few of them (`PollWaiter.sweepCount`) at each later wait. A
-/// descriptor closed under a live source is then reported `invalid` at the next run, or within n / 8 passes of the
-/// running one, never spun on; one closed while a `dup` of it lives on elsewhere may make the loop rebuild the mode's
-/// epoll set once (O(n)).
+/// descriptor only at the first wait of a run, and at 16 of them every 8 waits after that. A descriptor closed under
+/// a live source is then reported `invalid` at the next run, or within n / 2 passes of the running one, never spun
+/// on; one closed while a `dup` of it lives on elsewhere may make the loop rebuild the mode's epoll set once (O(n)).
 ///
 /// A source may be created on any thread. `events`, `invalidate()` and `isValid` are safe from any thread; the handler
 /// runs on the loop's thread. A source belongs to one loop; the descriptor stays the caller's to close.
@@ -115,7 +114,7 @@ extension LoopDescriptorSource: LoopItem {
     }
 
     func detach(from items: ModeItems, loop: Loop) {
-        ModeItems.remove(self, from: &items.descriptorSources)
+        ModeItems.removeSorted(self, from: &items.descriptorSources) { ($0.order, $0.sequence) }
         loop.waiter.descriptorSource(self, didLeave: items)
     }
 }

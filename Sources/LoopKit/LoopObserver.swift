@@ -80,6 +80,6 @@ extension LoopObserver: LoopItem {
     }
 
     func detach(from items: ModeItems, loop: Loop) {
-        ModeItems.remove(self, from: &items.observers)
+        ModeItems.removeSorted(self, from: &items.observers) { ($0.order, $0.sequence) }
     }
 }

@@ -4,7 +4,7 @@ import Foundation
 
 let scenarios: [any Scenario] = [
     WakeupScenario(), PingPongScenario(), TimerScenario(), DisplayLinkScenario(), ThroughputScenario(),
-    ProducersScenario(), IdleScenario(), ScaleScenario(), CountersScenario(), EchoScenario(),
+    ProducersScenario(), IdleScenario(), ScaleScenario(), CountersScenario(), EchoScenario(), ScaleEchoScenario(),
 ]
 
 let options: Options

@@ -8,9 +8,9 @@
 /// registry's epoll descriptor) and, when the epoll descriptor is readable, asks epoll which sources are ready.
 ///
 /// epoll silently forgets a closed descriptor, so it cannot report the close to the source as DESIGN §1 promises.
-/// Each wait therefore also polls a few registered numbers in turn, for a close only (`appendDirectlyPolled`), and
-/// the first wait of a run polls them all: a close without a cancel is reported at the next run, or within n / k
-/// waits of the running one, at a cost per wait that does not grow with n. (libuv and SwiftNIO simply require a
+/// Every few waits, the loop therefore also polls a few registered numbers in turn, for a close only
+/// (`appendDirectlyPolled`), and the first wait of a run polls them all: a close without a cancel is reported at the
+/// next run, or within n / 2 waits of the running one, at a cost per wait that does not grow with n. (libuv and SwiftNIO simply require a
 /// cancel before the close; LoopKit asks for it too, and keeps its promise when it is forgotten.)
 ///
 /// Registrations follow the sources as they join and leave the mode (`add`, `remove`) and, before each sleep, the
@@ -55,6 +55,7 @@ final class DescriptorRegistry {
     private var isSweepStale = false
     /// The next wait sweeps every number: it is the first of a run, or of the registry.
     var sweepsAllAtNextWait = true
+    private var waitsSinceSweep = 0
 
     /// The descriptor to poll: readable while a registered descriptor is ready.
     var descriptor: CInt { self.epoll.descriptor }
@@ -120,16 +121,18 @@ final class DescriptorRegistry {
     }
 
     /// Appends the sources a wait must poll itself: those on numbers epoll refused (a regular file, which poll calls
-    /// always ready, or a closed number), then those on the next `sweepCount` registered numbers in turn.
+    /// always ready, or a closed number), then, at every `interval`-th wait, those on the next `count` registered
+    /// numbers in turn.
     ///
     /// The sweep is how a descriptor closed without cancelling its source is still reported: epoll forgets a closed
-    /// descriptor without a word, and poll reports it invalid. Each wait looks at a few numbers, so a close is noticed
-    /// within n / `sweepCount` waits at a cost per wait that does not grow with n (libuv and NIO instead require a
-    /// cancel before the close; LoopKit asks for it too, see `LoopDescriptorSource`).
+    /// descriptor without a word, and poll reports it invalid. The first wait of a run sweeps every number; later
+    /// ones find a close within n × `interval` / `count` waits, at a cost per wait that does not grow with n (libuv
+    /// and NIO instead require a cancel before the close; LoopKit asks for it too, see `LoopDescriptorSource`).
     ///
     /// - Returns: The index in `sources` where the swept ones begin: the wait reports only their closes (epoll reports
     ///   their readiness), and everything about the refused ones.
-    func appendDirectlyPolled(into sources: inout [LoopDescriptorSource], sweepCount: Int) -> Int {
+    func appendDirectlyPolled(into sources: inout [LoopDescriptorSource], sweeping count: Int, every interval: Int)
+        -> Int {
         for number in self.refusedNumbers {
             sources.append(contentsOf: self.registrations[number]?.sources ?? [])
         }
@@ -138,10 +141,12 @@ final class DescriptorRegistry {
             self.sweepNumbers = Array(self.registrations.keys)
             self.isSweepStale = false
         }
-        guard !self.sweepNumbers.isEmpty else { return firstSwept }
-        let count = self.sweepsAllAtNextWait ? self.sweepNumbers.count : min(sweepCount, self.sweepNumbers.count)
+        let sweepsAll = self.sweepsAllAtNextWait
         self.sweepsAllAtNextWait = false
-        for _ in 0..<count {
+        self.waitsSinceSweep += 1
+        guard !self.sweepNumbers.isEmpty, sweepsAll || self.waitsSinceSweep >= interval else { return firstSwept }
+        self.waitsSinceSweep = 0
+        for _ in 0..<(sweepsAll ? self.sweepNumbers.count : min(count, self.sweepNumbers.count)) {
             self.sweepCursor = self.sweepCursor < self.sweepNumbers.count - 1 ? self.sweepCursor + 1 : 0
             let number = self.sweepNumbers[self.sweepCursor]
             guard !self.refusedNumbers.contains(number), let registration = self.registrations[number] else { continue }

@@ -6,7 +6,7 @@ import Synchronization
 /// A small mode (or any mode on the portable backend) waits in one poll on the wake-up pipe, the deadline timer and
 /// all its descriptors. A mode with `largeModeThreshold` descriptor sources or more (Linux) keeps them registered in
 /// an epoll set (`DescriptorRegistry`) and waits on the pipe, the timer, that set's descriptor and the few numbers the
-/// registry sweeps for closes, so that a wait costs the same however many descriptors are idle. The deadline timer
+/// registry sweeps for closes every few waits, so that a wait costs the same however many descriptors are idle. The deadline timer
 /// is used only for a clock that reads the system's monotonic clock; any other clock gets relative timeouts.
 ///
 /// Only `wakeUp()`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread only.
@@ -41,9 +41,10 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it.
     var largeModeThreshold = PollWaiter.defaultLargeModeThreshold
     static let defaultLargeModeThreshold = 32
-    /// How many registered numbers of a large mode each wait checks for a close (see
-    /// `DescriptorRegistry.appendDirectlyPolled`).
-    static let sweepCount = 8
+    /// How many registered numbers of a large mode a sweep checks for a close, and every how many waits it does (see
+    /// `DescriptorRegistry.appendDirectlyPolled`): one look of 16 descriptors every 8 waits.
+    static let sweepCount = 16
+    static let sweepInterval = 8
 
     /// A waiter for `backend` whose poll is `poller` (tests inject a fake).
     ///
@@ -141,10 +142,22 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     ) -> WaitOutcome {
         var direct = self.directlyPolledScratch
         self.directlyPolledScratch = []
-        let firstSwept = registry.appendDirectlyPolled(into: &direct, sweepCount: Self.sweepCount)
-        self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept], sweeping: direct[firstSwept...])
-        direct.removeAll(keepingCapacity: true)
-        self.directlyPolledScratch = direct
+        let firstSwept = registry.appendDirectlyPolled(into: &direct, sweeping: Self.sweepCount,
+                                                       every: Self.sweepInterval)
+        defer {
+            direct.removeAll(keepingCapacity: true)
+            self.directlyPolledScratch = direct
+        }
+        if firstSwept < direct.count {
+            // The sweep is a look of its own, without waiting: in the sleep, each swept socket would join a wait
+            // queue and leave it again, which costs more than the extra system call.
+            self.setUpPoll(deadlineTimer: nil, sources: EmptyCollection(), sweeping: direct[firstSwept...])
+            let sweptOutcome = self.collectPolled(self.look(), deadlineTimer: nil, into: &ready)
+            if sweptOutcome.isWokenByChannel || !ready.isEmpty {
+                return sweptOutcome  // a close to report, or a wake-up already waiting: no sleep
+            }
+        }
+        self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept])
         self.poller.append(registry.descriptor, events: .readable)
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
         let start = ready.count

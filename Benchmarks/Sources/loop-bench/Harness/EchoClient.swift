@@ -32,16 +32,21 @@ enum EchoClientFailure: Error, CustomStringConvertible {
 /// Every server is measured by this same code on the same thread, so that the client's own costs fall on all of
 /// them alike. Every echoed byte is compared with what was sent. Used from one thread.
 final class EchoClient {
+    /// The message connections of the echo scenario.
     static let connectionCount = 50
     static let messageSize = 64
     /// How long a wait for any progress may last before the server counts as stuck: a hang guard, thousands of times
     /// the slowest round trip.
     static let stallMilliseconds: CInt = 5_000
 
+    /// How many connections keep a message in flight.
+    let connectionCount: Int
     private let epoll: CInt
     /// The message connections, token `0..<connectionCount`, then the bulk connection, token `connectionCount`.
     private let descriptors: [CInt]
-    private var bulkToken: Int { Self.connectionCount }
+    /// Connections that are opened and held, never used: the server keeps them beside the busy ones.
+    private var idleDescriptors: [CInt] = []
+    private var bulkToken: Int { self.connectionCount }
     private let events = UnsafeMutableBufferPointer<cbench_ready_event>.allocate(capacity: 64)
     /// Read buffer of the bulk transfers.
     private let bulkBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
@@ -56,9 +61,12 @@ final class EchoClient {
     private var isWatchingWritable: [Bool]
     private var sequence: UInt64 = 0
 
-    /// Opens every connection to 127.0.0.1:`port`.
-    init(port: Int) throws(EchoClientFailure) {
-        let count = Self.connectionCount
+    /// Opens every connection to 127.0.0.1:`port`: `connections` that keep a message in flight, the bulk one, and
+    /// `idleConnections` that are never used.
+    init(port: Int, connections: Int = EchoClient.connectionCount, idleConnections: Int = 0)
+        throws(EchoClientFailure) {
+        let count = connections
+        self.connectionCount = connections
         self.outbox = .allocate(byteCount: count * Self.messageSize, alignment: 16)
         self.inbox = .allocate(byteCount: count * Self.messageSize, alignment: 16)
         self.outbox.initializeMemory(as: UInt8.self, repeating: 0x5A)
@@ -75,14 +83,40 @@ final class EchoClient {
         }
         self.descriptors = descriptors
         guard descriptors.count == count + 1 else { throw .cannotConnect(port: port) }
+        for _ in 0..<idleConnections {
+            guard let descriptor = LoopbackSocket.connect(port: port) else { throw .cannotConnect(port: port) }
+            self.idleDescriptors.append(descriptor)
+        }
+        if let last = self.idleDescriptors.last {
+            // A connect returns once the kernel queued it, before the server took it: one echo on the last idle
+            // connection means the server holds them all (it accepts in order), so no turn measures the accepting.
+            try Self.echoOneByte(on: last, token: count + idleConnections)
+        }
         for (token, descriptor) in descriptors.enumerated()
         where cbench_epoll_watch(self.epoll, descriptor, UInt64(token), false) != 0 {
             throw .cannotWatch
         }
     }
 
+    /// Sends a byte on `descriptor` and waits until it is back.
+    private static func echoOneByte(on descriptor: CInt, token: Int) throws(EchoClientFailure) {
+        var byte: UInt8 = 0x42
+        guard withUnsafeBytes(of: &byte, { LoopbackSocket.send(descriptor, $0) }) == .transferred(1) else {
+            throw .connectionLost(connection: token)
+        }
+        let deadline = System.now + UInt64(Self.stallMilliseconds) * 1_000_000
+        while System.now < deadline {
+            switch withUnsafeMutableBytes(of: &byte, { LoopbackSocket.receive(descriptor, into: $0) }) {
+            case .transferred: return
+            case .wouldBlock: usleep(100)
+            case .closed, .failed: throw .connectionLost(connection: token)
+            }
+        }
+        throw .noAnswer
+    }
+
     deinit {
-        for descriptor in self.descriptors { LoopbackSocket.close(descriptor) }
+        for descriptor in self.descriptors + self.idleDescriptors { LoopbackSocket.close(descriptor) }
         _ = cbench_close(self.epoll)
         self.events.deallocate()
         self.bulkBuffer.deallocate()
@@ -101,14 +135,14 @@ final class EchoClient {
         throws(EchoClientFailure) -> Int {
         let deadline = System.now + duration
         var completed = 0
-        var inFlight = Self.connectionCount
-        for connection in 0..<Self.connectionCount {
+        var inFlight = self.connectionCount
+        for connection in 0..<self.connectionCount {
             try self.send(connection, at: System.now)
         }
         while inFlight > 0 {
             for event in try self.waitForEvents() {
                 let connection = Int(event.token)
-                guard connection < Self.connectionCount else { throw self.idleConnectionFailure(connection) }
+                guard connection < self.connectionCount else { throw self.idleConnectionFailure(connection) }
                 if event.writable {
                     try self.flush(connection)
                 }

@@ -30,8 +30,10 @@ final class EchoContender {
 
     var messagesPerSecond: Double { Double(self.roundTrips) / (Double(self.measuredNanoseconds) / 1e9) }
 
-    /// Starts `path` with `arguments`, waits for its `listening on 127.0.0.1:PORT` line, and connects a client.
-    init(name: String, path: String, arguments: [String]) {
+    /// Starts `path` with `arguments`, waits for its `listening on 127.0.0.1:PORT` line, and connects a client with
+    /// `connections` busy connections and `idleConnections` idle ones.
+    init(name: String, path: String, arguments: [String], connections: Int = EchoClient.connectionCount,
+         idleConnections: Int = 0) {
         self.name = name
         self.command = ([(path as NSString).lastPathComponent] + arguments).joined(separator: " ")
         guard let server = ChildProcess(path: path, arguments: arguments) else {
@@ -47,7 +49,7 @@ final class EchoContender {
                 return
             }
             do {
-                self.client = try EchoClient(port: port)
+                self.client = try EchoClient(port: port, connections: connections, idleConnections: idleConnections)
             } catch {
                 self.fail("`\(self.command)`: \(error)")
             }

@@ -1,0 +1,154 @@
+import Foundation
+
+/// `scale/echo`: one connection's 64-byte round trips through a server that also holds 0, 100, 1,000 or 10,000 idle
+/// connections: LoopKit's `loop-demo echo` (one loop) beside a Dispatch server (one queue), each in a child process.
+/// A server whose cost per pass grows with what it watches shows here; one whose cost follows what is ready does not.
+struct ScaleEchoScenario: Scenario {
+    let name = "scale/echo"
+    let summary = "one connection's 64-byte round trip beside 0/100/1,000/10,000 idle ones: loop-demo vs Dispatch"
+
+    static let idleCounts = [0, 100, 1_000, 10_000]
+    static let loopKit = "LoopKit loop-demo echo, 1 loop"
+    static let dispatch = "Dispatch sources, 1 queue"
+
+    static func implementation(_ server: String, idle: Int) -> String {
+        "\(server), \(Format.number(Double(idle))) idle"
+    }
+
+    func run(_ context: BenchContext) -> [ScenarioReport] {
+        let warmUp = context.duration(seconds: 0.3)
+        let turn = context.duration(seconds: 0.4)
+        let rounds = 5
+        // Client and server each hold every idle connection; the servers inherit this process's limit.
+        let limit = System.raiseDescriptorLimit(to: Self.idleCounts.max()! + 1_024)
+        let canHoldBoth = { (idle: Int) in 2 * (idle + 256) <= limit }
+        var report = ScenarioReport(name: "scale/echo", title: "round trip of a 64-byte message on one connection "
+                                        + "beside n idle ones (µs)", unit: .microseconds)
+        var measured: [(idle: Int, contenders: [EchoContender])] = []
+        var random = SplitMix64(seed: 10_000)
+        for idle in Self.idleCounts {
+            guard idle + 256 <= limit else {
+                report.notes.append("\(Format.number(Double(idle))) idle: not run (the descriptor limit is \(limit)).")
+                continue
+            }
+            context.progress("      scale/echo: \(Format.number(Double(idle))) idle connections …")
+            let contenders: [EchoContender]
+            if canHoldBoth(idle) {
+                // Both servers at once, taking turns, so that a slow stretch of a shared machine falls on both alike.
+                contenders = Self.startContenders(idle: idle, servers: [0, 1])
+                Self.measure(contenders, warmUp: warmUp, turn: turn, rounds: rounds, random: &random)
+            } else {
+                // The client cannot hold both sets of idle connections under the descriptor limit: one, then the other.
+                contenders = [0, 1].flatMap { server in
+                    let one = Self.startContenders(idle: idle, servers: [server])
+                    Self.measure(one, warmUp: warmUp, turn: turn, rounds: rounds, random: &random)
+                    return one
+                }
+            }
+            measured.append((idle, contenders))
+        }
+        report.results = Self.results(measured)
+        for (idle, contenders) in measured {
+            for contender in contenders {
+                if let problem = contender.problem {
+                    report.notes.append("\(contender.name): not run: \(problem).")
+                }
+            }
+            if !canHoldBoth(idle) {
+                report.notes.append("At \(Format.number(Double(idle))) idle the two servers ran one after the other: "
+                                    + "the client cannot hold both sets of connections under its descriptor limit "
+                                    + "(\(limit)).")
+            }
+        }
+        report.notes.insert(contentsOf: [
+            "Client: loop-bench's main thread, one connection to 127.0.0.1 (TCP_NODELAY) keeping one 64-byte message "
+                + "in flight (send, wait until all of it is back, record the round trip, send the next), and n more "
+                + "connections opened first and never used. Servers: child processes, `loop-demo echo --port 0 "
+                + "--loops 1` and `loop-bench --echo-server-dispatch --queues 1`, both holding every connection.",
+            "For each n, the two servers run together: a \(Format.number(Double(warmUp) / 1e9)) s warm-up turn each "
+                + "(discarded), then \(rounds) turns of \(Format.number(Double(turn) / 1e9)) s in an order shuffled "
+                + "every round. 'vs 0 idle': p50 ÷ the same server's p50 with no idle connection. 'vs Dispatch': p50 "
+                + "÷ the Dispatch server's p50 at the same n. 'server CPU µs/rt': the server process's CPU time over "
+                + "its turns (user + system, in 10 ms ticks) ÷ round trips; 'CPU vs 0 idle' compares it likewise.",
+        ], at: 0)
+        return [report]
+    }
+
+    /// A warm-up turn each (discarded), then `rounds` turns each, in an order shuffled every round; then stops them.
+    private static func measure(_ contenders: [EchoContender], warmUp: UInt64, turn: UInt64, rounds: Int,
+                                random: inout SplitMix64) {
+        for contender in contenders {
+            contender.exchangeMessages(for: warmUp, counted: false)
+        }
+        for _ in 0..<rounds {
+            for contender in contenders.shuffled(using: &random) {
+                contender.exchangeMessages(for: turn, counted: true)
+            }
+        }
+        for contender in contenders { contender.stop() }
+    }
+
+    /// Of LoopKit's server (0) and the Dispatch one (1), those in `servers`, each with one active connection and
+    /// `idle` idle ones.
+    private static func startContenders(idle: Int, servers: [Int]) -> [EchoContender] {
+        let bench = System.executablePath
+        let demo = (((bench as NSString).deletingLastPathComponent) as NSString).appendingPathComponent("loop-demo")
+        let loopKit = Self.implementation(Self.loopKit, idle: idle)
+        var contenders: [EchoContender] = []
+        if !servers.contains(0) {
+            // LoopKit's server is not wanted this time.
+        } else if FileManager.default.isExecutableFile(atPath: demo) {
+            contenders.append(EchoContender(name: loopKit, path: demo, arguments: ["echo", "--port", "0", "--loops", "1"],
+                                            connections: 1, idleConnections: idle))
+        } else {
+            contenders.append(EchoContender(name: loopKit, command: "loop-demo echo --port 0 --loops 1",
+                                            notRun: "loop-demo is not built beside loop-bench; run `swift build -c "
+                                                + "release` first"))
+        }
+        if servers.contains(1) {
+            contenders.append(EchoContender(name: Self.implementation(Self.dispatch, idle: idle), path: bench,
+                                            arguments: DispatchEchoServer.arguments(queues: 1), connections: 1,
+                                            idleConnections: idle))
+        }
+        return contenders
+    }
+
+    /// A row per server and n: the round trips, the server's CPU per round trip, and the ratios against the same
+    /// server with no idle connection and against Dispatch at the same n.
+    private static func results(_ measured: [(idle: Int, contenders: [EchoContender])]) -> [ImplementationResult] {
+        func cpuPerRoundTrip(_ contender: EchoContender) -> Double? {
+            contender.roundTrips > 0
+                ? Double(contender.serverCPUNanoseconds) / 1e3 / Double(contender.roundTrips) : nil
+        }
+        let baseline = measured.first { $0.idle == 0 }?.contenders ?? []
+        var results: [ImplementationResult] = []
+        for (_, contenders) in measured {
+            for (index, contender) in contenders.enumerated() {
+                guard contender.isRunning else {
+                    results.append(ImplementationResult(implementation: contender.name, distribution: nil,
+                                                        notRunReason: contender.problem))
+                    continue
+                }
+                let distribution = Distribution(nanoseconds: contender.roundTripTimes)
+                var result = ImplementationResult(implementation: contender.name, distribution: distribution)
+                let cpu = cpuPerRoundTrip(contender)
+                if let cpu {
+                    result.figures.append(Figure(name: "server CPU µs/rt", value: cpu))
+                }
+                if index < baseline.count, baseline[index].isRunning {
+                    let zero = Distribution(nanoseconds: baseline[index].roundTripTimes)
+                    result.figures.append(Figure(name: "vs 0 idle", value: distribution.p50 / zero.p50))
+                    if let cpu, let zeroCPU = cpuPerRoundTrip(baseline[index]) {
+                        result.figures.append(Figure(name: "CPU vs 0 idle", value: cpu / zeroCPU))
+                    }
+                }
+                if index == 0, contenders.count > 1, contenders[1].isRunning {
+                    let peer = Distribution(nanoseconds: contenders[1].roundTripTimes)
+                    result.figures.append(Figure(name: "vs Dispatch", value: distribution.p50 / peer.p50))
+                }
+                results.append(result)
+            }
+        }
+        return results
+    }
+}
