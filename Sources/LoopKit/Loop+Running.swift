@@ -76,6 +76,7 @@ extension Loop {
         self.notifyObservers(.beforeSources, in: items)
         var didWork = self.performBlocks(in: mode)
         var sourceHandled = self.performSignalledSources(in: items, returnAfterSourceHandled: returnAfterSourceHandled)
+        self.consumeWakeUp()  // one a signal brought, left unread by the pass it woke (below)
         didWork = self.performBlocks(in: mode) || didWork  // again, whether or not a source ran (DESIGN §2, step 3)
 
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
@@ -101,7 +102,11 @@ extension Loop {
         }
         ready.removeAll()  // keeps no source alive past the pass
         didWork = self.performBlocks(in: mode) || didWork || sourceHandled
-        self.consumeWakeUp()
+        if !self.state.withLock({ $0.hasSignalledSources }) {
+            // A signal's source runs in the next pass (step 3): the wake-up is read after it, so that the read is not
+            // between the signal and its callback.
+            self.consumeWakeUp()
+        }
 
         let result = self.result(of: mode, until: deadline, sourceHandled: sourceHandled,
                                  returnAfterSourceHandled: returnAfterSourceHandled)

@@ -14,7 +14,7 @@ import Testing
 /// fraction, 1 by default) shrinks the counts for CI's sanitizer runs, where each thread and pass costs far more.
 @Suite("Resources", .serialized)
 struct ResourceTests {
-    /// `count` scaled by `LOOPKIT_RESOURCE_SCALE`.
+    /// `count` scaled by `LOOPKIT_RESOURCE_SCALE` (the echo server's bulk test uses it too).
     static func scaled(_ count: Int) -> Int {
         let scale = getenv("LOOPKIT_RESOURCE_SCALE").flatMap { Double(String(cString: $0)) } ?? 1
         return max(1, Int(Double(count) * min(max(scale, 0), 1)))

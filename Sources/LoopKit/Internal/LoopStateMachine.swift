@@ -200,6 +200,8 @@ struct LoopStateMachine {
 
     var hasQueuedBlocks: Bool { !self.blocks.isEmpty }
 
+    var hasSignalledSources: Bool { !self.signalledSources.isEmpty }
+
     /// Whether a queued block may run in `mode`.
     func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {
         self.blocks.contains { $0.modes.admit(mode, commonModes: commonModes) }
