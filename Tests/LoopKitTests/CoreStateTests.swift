@@ -171,7 +171,7 @@ struct CoreStateTests {
 
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8])
     func blocksFromEachProducerRunInFIFOOrderUnderRandomNesting(seed: UInt64) throws {
-        var generator = SplitMix(seed: seed)
+        var generator = SplitMix64(seed: seed)
         let loop = try Loop(clock: ManualLoopClock())
         defer { loop.invalidate() }
         let ran = Recorder<Int>()
@@ -257,19 +257,6 @@ struct CoreStateTests {
         second.signal()
         loop.run(mode: .default, before: loop.now)
         #expect(ran.elements == ["first", "second", "first returns"])
-    }
-}
-
-/// A deterministic generator for the random-nesting test (SplitMix64).
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = self.state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
     }
 }
 

@@ -16,7 +16,7 @@ struct ModeItemsTests {
     }
 
     @Test func sortedInsertAndRemoveMatchAFreshSort() {
-        var generator = SeededGenerator(seed: 2026)
+        var generator = SplitMix64(seed: 2026)
         var list: [Item] = []
         var all: [Item] = []
         for sequence in 1...800 as ClosedRange<UInt64> {

@@ -160,23 +160,6 @@ struct SeedCase: Sendable, CustomTestStringConvertible {
     }
 }
 
-/// SplitMix64 (Steele, Lea and Flood): small, fast, and the same sequence on every platform.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        self.state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 // MARK: - Generating sequences
 
 /// Makes one random sequence of 20–60 operations from a seed.

@@ -81,23 +81,16 @@ struct ResourceTests {
                 _ = loop.run(mode: .default, before: loop.now + .seconds(10))
                 precondition(fired.load(ordering: .relaxed), "the timer did not fire")
             }
-            ResourceTests.onShortLivedThreads(200, useTheThreadsLoop)  // what the process sets up once is not counted
-            let descriptors = ReleaseTests.openDescriptorCount()
-            let heap = ResourceTests.heapInUse()
-            let count = ResourceTests.scaled(10_000)
-            ResourceTests.onShortLivedThreads(count, useTheThreadsLoop)
-            let descriptorGrowth = ReleaseTests.openDescriptorCount() - descriptors
-            let heapGrowth = ResourceTests.heapGrowth(since: heap)
-            ResourceTests.tell("\(count) thread loops: descriptors \(descriptorGrowth), heap \(heapGrowth) bytes")
-            // A loop that kept one descriptor or 32 bytes would show 10,000 or 320,000.
-            exit(descriptorGrowth <= 0 && heapGrowth < 320_000 ? 0 : 1)
+            exit(ResourceTests.givesBackDescriptorsAndHeap("thread loops") { count in
+                ResourceTests.onShortLivedThreads(count, useTheThreadsLoop)
+            } ? 0 : 1)
         }
         Self.report(result)
     }
 
     @Test func tenThousandLoopThreadsGiveBackTheirDescriptorsAndHeap() async {
         let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
-            func startAndShutDown(_ count: Int) throws {
+            @Sendable func startAndShutDown(_ count: Int) throws {
                 for index in 0..<count {
                     let thread = try LoopThread(name: "resource-\(index % 10)")
                     let ran = Atomic<Bool>(false)
@@ -106,15 +99,7 @@ struct ResourceTests {
                     precondition(ran.load(ordering: .relaxed), "a queued block did not run before the thread ended")
                 }
             }
-            try startAndShutDown(200)
-            let descriptors = ReleaseTests.openDescriptorCount()
-            let heap = ResourceTests.heapInUse()
-            let count = ResourceTests.scaled(10_000)
-            try startAndShutDown(count)
-            let descriptorGrowth = ReleaseTests.openDescriptorCount() - descriptors
-            let heapGrowth = ResourceTests.heapGrowth(since: heap)
-            ResourceTests.tell("\(count) loop threads: descriptors \(descriptorGrowth), heap \(heapGrowth) bytes")
-            exit(descriptorGrowth <= 0 && heapGrowth < 320_000 ? 0 : 1)
+            exit(try ResourceTests.givesBackDescriptorsAndHeap("loop threads", startAndShutDown) ? 0 : 1)
         }
         Self.report(result)
     }
@@ -124,6 +109,21 @@ struct ResourceTests {
             exit(try ResourceTests.passAMillionTimes() ? 0 : 1)
         }
         Self.report(result)
+    }
+
+    /// Runs `body` for 200 items (what the process sets up once is not counted), then for 10,000 (scaled), and says
+    /// whether the process's descriptors and heap came back to where they were in between. A loop that kept one
+    /// descriptor or 32 bytes would show 10,000 or 320,000.
+    static func givesBackDescriptorsAndHeap(_ what: String, _ body: (Int) throws -> Void) rethrows -> Bool {
+        try body(200)
+        let descriptors = ReleaseTests.openDescriptorCount()
+        let heap = Self.heapInUse()
+        let count = Self.scaled(10_000)
+        try body(count)
+        let descriptorGrowth = ReleaseTests.openDescriptorCount() - descriptors
+        let heapGrowth = Self.heapGrowth(since: heap)
+        Self.tell("\(count) \(what): descriptors \(descriptorGrowth), heap \(heapGrowth) bytes")
+        return descriptorGrowth <= 0 && heapGrowth < 320_000
     }
 
     /// Runs a loop through a million passes, each with a signalled source, a block and a due timer, and says whether

@@ -31,7 +31,7 @@ final class ModeItems {
     ) {
         let elementKey = key(element)
         if let last = array.last, key(last) > elementKey {
-            array.insert(element, at: self.firstIndex(in: array, after: elementKey, by: key))
+            array.insert(element, at: self.firstIndex(in: array, past: elementKey, orEqual: false, by: key))
         } else {
             array.append(element)
         }
@@ -47,7 +47,7 @@ final class ModeItems {
         by key: (Element) -> (Int, UInt64)
     ) {
         let elementKey = key(element)
-        let index = self.firstIndex(in: array, notBefore: elementKey, by: key)
+        let index = self.firstIndex(in: array, past: elementKey, orEqual: true, by: key)
         if index < array.endIndex, array[index] === element {
             array.remove(at: index)
         }
@@ -59,28 +59,16 @@ final class ModeItems {
         }
     }
 
-    /// The first index whose key is greater than `bound` (binary search).
+    /// The first index whose key is past `bound`: greater than it, or with `orEqual`, not less (binary search).
     private static func firstIndex<Element>(
-        in array: [Element], after bound: (Int, UInt64), by key: (Element) -> (Int, UInt64)
+        in array: [Element], past bound: (Int, UInt64), orEqual: Bool, by key: (Element) -> (Int, UInt64)
     ) -> Int {
         var low = 0
         var high = array.count
         while low < high {
             let middle = (low + high) / 2
-            if key(array[middle]) > bound { high = middle } else { low = middle + 1 }
-        }
-        return low
-    }
-
-    /// The first index whose key is not less than `bound` (binary search).
-    private static func firstIndex<Element>(
-        in array: [Element], notBefore bound: (Int, UInt64), by key: (Element) -> (Int, UInt64)
-    ) -> Int {
-        var low = 0
-        var high = array.count
-        while low < high {
-            let middle = (low + high) / 2
-            if key(array[middle]) < bound { low = middle + 1 } else { high = middle }
+            let middleKey = key(array[middle])
+            if middleKey > bound || (orEqual && middleKey == bound) { high = middle } else { low = middle + 1 }
         }
         return low
     }

@@ -7,23 +7,6 @@ import Dispatch
 import Synchronization
 @testable import LoopKit
 
-/// A small seeded generator (SplitMix64), so that a failing run can be replayed from its seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        self.state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = self.state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
-    }
-}
-
 /// An atomic count that closures can capture (an `Atomic` itself cannot be copied into one).
 final class AtomicCounter: Sendable {
     private let value = Atomic<Int>(0)
@@ -286,7 +269,7 @@ final class StressHarness: Sendable {
 
     /// What one worker keeps between its operations. Worker thread only.
     private struct WorkerState {
-        var generator: SeededGenerator
+        var generator: SplitMix64
         var sequenceByLoop: [Int]
         var oneShots: [(OneShotProbe, LoopTimer)] = []
         var repeating: [(RepeatingProbe, LoopTimer)] = []
@@ -297,7 +280,7 @@ final class StressHarness: Sendable {
 
     private func work(_ worker: Int) {
         var state = WorkerState(
-            generator: SeededGenerator(seed: self.seed &+ UInt64(worker) &* 0x1_0000_0001),
+            generator: SplitMix64(seed: self.seed &+ UInt64(worker) &* 0x1_0000_0001),
             sequenceByLoop: Array(repeating: 0, count: self.targets.count))
         let end = ContinuousClock.now + self.duration
         var step = 0
