@@ -1,4 +1,3 @@
-
 /// Measures what Instruments measures: how long each pass of a loop is busy, frame hitches, and hangs.
 ///
 /// The monitor adds two observers to the loop (in `.common` by default, or the modes given): one, ordered first,

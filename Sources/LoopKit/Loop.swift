@@ -233,7 +233,8 @@ public final class Loop: @unchecked Sendable {
 
     /// Traps unless called on the loop's thread, in every build. Any thread.
     public func preconditionIsCurrent(file: StaticString = #fileID, line: UInt = #line) {
-        loopPrecondition(self.isCurrent, "Loop.preconditionIsCurrent(): not on the loop's own thread", file: file, line: line)
+        loopPrecondition(self.isCurrent, "Loop.preconditionIsCurrent(): not on the loop's own thread",
+                         file: file, line: line)
     }
 
     /// Traps unless called on the loop's thread, in debug builds only. Any thread.

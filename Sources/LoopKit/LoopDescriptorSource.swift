@@ -11,10 +11,11 @@ import Synchronization
 ///
 /// A mode with many descriptor sources (32 or more) keeps them in an epoll set, so that a pass costs the same however
 /// many are idle. There, as libuv and SwiftNIO ask, cancel a source before closing its descriptor: epoll forgets a
-/// closed descriptor without a word, so a close without a cancel is found by looking, and the loop looks at every
-/// descriptor only at the first wait of a run, and at 16 of them every 8 waits after that. A descriptor closed under
-/// a live source is then reported `invalid` at the next run, or within n / 2 passes of the running one, never spun
-/// on; one closed while a `dup` of it lives on elsewhere may make the loop rebuild the mode's epoll set once (O(n)).
+/// closed descriptor without a word, so a close without a cancel is found by looking: the loop looks at 16 of the
+/// mode's descriptors every 8 waits, and at all of them at the first wait of a run that begins a sweep cycle or more
+/// after the last such look. A descriptor closed under a live source is then reported `invalid` within n / 2 passes
+/// (a loop asleep with nothing to do finds it when it next wakes), never spun on; one closed while a `dup` of it lives
+/// on elsewhere may make the loop rebuild the mode's epoll set once (O(n)).
 ///
 /// A source may be created on any thread. `events`, `invalidate()` and `isValid` are safe from any thread; the handler
 /// runs on the loop's thread. A source belongs to one loop; the descriptor stays the caller's to close.

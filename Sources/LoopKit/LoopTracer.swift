@@ -1,4 +1,3 @@
-
 /// Records what a loop does, in the Trace Event Format that Perfetto (ui.perfetto.dev) and chrome://tracing open.
 ///
 /// Each run call is a slice named after its mode; inside it, each pass is a slice, with the sleep and every callout

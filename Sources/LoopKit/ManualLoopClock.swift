@@ -1,4 +1,3 @@
-
 /// A clock that moves only when told to: virtual time for tests of timer semantics.
 ///
 /// A loop on a manual clock never sleeps in real time while it waits for a time: when its next timer or its run

@@ -7,7 +7,7 @@ import Testing
 @testable import LoopKit
 
 /// A mode with `Loop.largeModeThreshold` descriptor sources or more sleeps on an epoll set (`DescriptorRegistry`),
-/// after a look at all its descriptors: the same contract as a small mode's ppoll. The descriptor suites run every
+/// with a sweep of a few descriptors every few waits for closes: the same contract as a small mode's ppoll. The descriptor suites run every
 /// test through both paths; these cover what only the large path has. Real threads assert order and conditions only.
 @Suite("Descriptor sources in a large mode", .serialized, .timeLimit(.minutes(1)))
 struct LargeModeDescriptorTests {
@@ -82,6 +82,8 @@ struct LargeModeDescriptorTests {
             reports.append(events)
         }
         loop.add(source, forMode: .default)
+        // Passes every millisecond: the sweep finds the close within n / 2 of them.
+        loop.add(LoopTimer(interval: .milliseconds(1), repeats: true) { _ in }, forMode: .default)
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)  // registered in epoll
         #expect(self.registry(of: loop) != nil)
         closeDescriptorForTest(descriptor)
@@ -200,12 +202,37 @@ struct LargeModeDescriptorTests {
         unlink(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
         defer { closeDescriptorForTest(file) }
         let reports = self.addReporter(to: loop, descriptor: file, events: .readable)
-        // epoll refuses regular files; poll calls them always ready, and so does the look before each sleep.
+        // epoll refuses regular files; poll calls them always ready, and every wait polls them itself.
         for _ in 0..<2 {
             #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
                 == .handledSource)
         }
         #expect(reports.elements == [.readable, .readable])
+    }
+
+    @Test func sourcesThatEpollRefusedAndSourcesItReportsAreCalledLowerOrderFirst() throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        let calls = Recorder<Int>()
+        var files: [CInt] = []
+        defer { files.forEach(closeDescriptorForTest) }
+        for order in [3, 1] {  // regular files: epoll refuses them, every wait polls them itself, always ready
+            var template = Array("/tmp/loopkit-test-XXXXXX".utf8CString)
+            let file = mkstemp(&template)
+            try #require(file >= 0)
+            unlink(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+            files.append(file)
+            loop.add(LoopDescriptorSource(descriptor: file, events: .readable, order: order) { _, _ in
+                calls.append(order)
+            }, forMode: .default)
+        }
+        let pipe = try TestPipe()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable, order: 2) { _, _ in
+            calls.append(2)
+        }, forMode: .default)
+        pipe.write()  // epoll reports this one
+        loop.run(mode: .default, before: loop.now)  // one pass
+        #expect(calls.elements == [1, 2, 3])
     }
 
     @Test func aModeGoesBackToPpollBelowHalfTheThresholdAndKeepsReporting() throws {

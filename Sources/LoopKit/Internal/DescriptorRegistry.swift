@@ -9,9 +9,9 @@
 ///
 /// epoll silently forgets a closed descriptor, so it cannot report the close to the source as DESIGN §1 promises.
 /// Every few waits, the loop therefore also polls a few registered numbers in turn, for a close only
-/// (`appendDirectlyPolled`), and the first wait of a run polls them all: a close without a cancel is reported at the
-/// next run, or within n / 2 waits of the running one, at a cost per wait that does not grow with n. (libuv and SwiftNIO simply require a
-/// cancel before the close; LoopKit asks for it too, and keeps its promise when it is forgotten.)
+/// (`appendDirectlyPolled`), and the first wait of a run polls them all unless the last full look is recent: a close
+/// without a cancel is reported within n / 2 waits, at a cost per wait that does not grow with n. (libuv and SwiftNIO
+/// simply require a cancel before the close; LoopKit asks for it too, and keeps its promise when it is forgotten.)
 ///
 /// Registrations follow the sources as they join and leave the mode (`add`, `remove`) and, before each sleep, the
 /// `events` of the sources whose events changed (`refresh`, from `Loop.descriptorSourcesWithNewEvents`). A descriptor
@@ -30,9 +30,9 @@ final class DescriptorRegistry {
         var events: DescriptorEvents
         /// Whether epoll holds the descriptor.
         var isInEpoll: Bool
-        /// Whether epoll refused it: a regular file (poll calls it always ready, so the look before each sleep finds
-        /// it and the loop never sleeps while it is watched, as with ppoll), or a closed number. Not tried again until
-        /// a source joins on the number.
+        /// Whether epoll refused it: a regular file (poll calls it always ready, so the poll of every wait finds it
+        /// and the loop never sleeps while it is watched, as with ppoll), or a closed number. Not tried again until a
+        /// source joins on the number.
         var isRefused: Bool
     }
 
@@ -52,10 +52,13 @@ final class DescriptorRegistry {
     /// Every registered number, in the order the sweep visits them, and where it is; remade when numbers come or go.
     private var sweepNumbers: [CInt] = []
     private var sweepCursor = 0
-    private var isSweepStale = false
-    /// The next wait sweeps every number: it is the first of a run, or of the registry.
-    var sweepsAllAtNextWait = true
+    private var isSweepStale = true
+    /// The next wait sweeps every number: it is the registry's first, or a run asked (`requestFullSweep()`).
+    private var sweepsAllAtNextWait = true
     private var waitsSinceSweep = 0
+    private var waitsSinceFullSweep = 0
+    /// The waits a sweep cycle takes: full sweeps are no more frequent than this.
+    private var fullSweepSpacing = 0
 
     /// The descriptor to poll: readable while a registered descriptor is ready.
     var descriptor: CInt { self.epoll.descriptor }
@@ -125,9 +128,11 @@ final class DescriptorRegistry {
     /// numbers in turn.
     ///
     /// The sweep is how a descriptor closed without cancelling its source is still reported: epoll forgets a closed
-    /// descriptor without a word, and poll reports it invalid. The first wait of a run sweeps every number; later
-    /// ones find a close within n × `interval` / `count` waits, at a cost per wait that does not grow with n (libuv
-    /// and NIO instead require a cancel before the close; LoopKit asks for it too, see `LoopDescriptorSource`).
+    /// descriptor without a word, and poll reports it invalid. A close is found within n × `interval` / `count`
+    /// waits, at a cost per wait that does not grow with n; after `requestFullSweep()`, the next wait looks at every
+    /// number. (libuv and NIO instead require a cancel before the close; LoopKit asks for it too, see
+    /// `LoopDescriptorSource`.) The numbers a cycle visits are taken afresh when it begins, so joins and leaves cost
+    /// nothing here.
     ///
     /// - Returns: The index in `sources` where the swept ones begin: the wait reports only their closes (epoll reports
     ///   their readiness), and everything about the refused ones.
@@ -137,22 +142,46 @@ final class DescriptorRegistry {
             sources.append(contentsOf: self.registrations[number]?.sources ?? [])
         }
         let firstSwept = sources.count
-        if self.isSweepStale {
-            self.sweepNumbers = Array(self.registrations.keys)
-            self.isSweepStale = false
-        }
         let sweepsAll = self.sweepsAllAtNextWait
         self.sweepsAllAtNextWait = false
         self.waitsSinceSweep += 1
-        guard !self.sweepNumbers.isEmpty, sweepsAll || self.waitsSinceSweep >= interval else { return firstSwept }
+        self.waitsSinceFullSweep += 1
+        guard !self.registrations.isEmpty, sweepsAll || self.waitsSinceSweep >= interval else { return firstSwept }
         self.waitsSinceSweep = 0
-        for _ in 0..<(sweepsAll ? self.sweepNumbers.count : min(count, self.sweepNumbers.count)) {
-            self.sweepCursor = self.sweepCursor < self.sweepNumbers.count - 1 ? self.sweepCursor + 1 : 0
+        self.fullSweepSpacing = self.registrations.count * interval / max(count, 1)
+        if sweepsAll {
+            self.waitsSinceFullSweep = 0
+            self.beginSweepCycle()
+        }
+        for _ in 0..<(sweepsAll ? self.sweepNumbers.count : min(count, self.registrations.count)) {
+            if self.sweepCursor >= self.sweepNumbers.count {
+                self.beginSweepCycle()
+                guard !self.sweepNumbers.isEmpty else { break }
+            }
             let number = self.sweepNumbers[self.sweepCursor]
+            self.sweepCursor += 1
             guard !self.refusedNumbers.contains(number), let registration = self.registrations[number] else { continue }
             sources.append(contentsOf: registration.sources)
         }
         return firstSwept
+    }
+
+    /// Makes the next wait sweep every number, unless a sweep cycle's worth of waits has not passed since the last
+    /// full one (a loop run again and again, as `while run(…, returnAfterSourceHandled: true)` does, would otherwise
+    /// look at every descriptor each time).
+    func requestFullSweep() {
+        if self.waitsSinceFullSweep >= self.fullSweepSpacing {
+            self.sweepsAllAtNextWait = true
+        }
+    }
+
+    /// Starts the sweep over, with the numbers registered now.
+    private func beginSweepCycle() {
+        if self.isSweepStale {
+            self.sweepNumbers = Array(self.registrations.keys)
+            self.isSweepStale = false
+        }
+        self.sweepCursor = 0
     }
 
     /// Stores `registration` (or forgets the number, for `nil`), keeping the refused set and the sweep current.
@@ -184,8 +213,8 @@ final class DescriptorRegistry {
     /// Appends the sources that epoll reports ready, with what poll confirms for them, to `ready`, in
     /// `(order, sequence)` order; each source once.
     ///
-    /// What is not passed on, and makes the registry start over before the next sleep (the look before that sleep
-    /// then finds what is really ready):
+    /// What is not passed on, and makes the registry start over before the next sleep (level-triggered, what is
+    /// really ready is reported again by the new set):
     /// - a report for a number no source watches;
     /// - a second report for the same number in one collect: a stale registration of an old file under a reused
     ///   number, beside the new file's;
@@ -231,7 +260,7 @@ final class DescriptorRegistry {
             // A registration from before this number was reused: watch the new events under it.
             registration.isInEpoll = self.epoll.modify(descriptor, watching: registration.events) == .done
         case .unsupported, .closed, .notRegistered:
-            registration.isRefused = true  // the look before each sleep reports it (ready, or invalid)
+            registration.isRefused = true  // every wait polls it itself (ready, or invalid)
         case .failed:
             self.hasFailed = true
         }

@@ -1,4 +1,3 @@
-
 /// The loop an item belongs to: set by the item's first `add`, weakly held, readable from any thread.
 ///
 /// An item serves one loop at a time (as a CFRunLoopTimer does); once that loop is gone it may join another.

@@ -44,8 +44,9 @@ protocol LoopWaiter: AnyObject, Sendable {
     /// Lets go of everything kept for the loop's modes: the loop is ending.
     func forgetModes()
 
-    /// A run of the mode of `items` that may wait begins: the first wait of a large mode looks at all its descriptors,
-    /// so that one closed without cancelling its source before the run is reported in the run's first pass.
+    /// A run of the mode of `items` that may wait begins: the first wait of a large mode looks at all its descriptors
+    /// (unless it did a sweep cycle or less ago), so that one closed without cancelling its source while the loop was
+    /// not running is reported in the run's first pass.
     func runWillBegin(in items: ModeItems)
 
     /// The descriptor that becomes readable when the waiter is woken (a host loop watches it). Any thread.

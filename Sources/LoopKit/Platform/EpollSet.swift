@@ -115,8 +115,13 @@ final class EpollSet {
                 }
             }
         }
-        // ENOMEM: nothing is taken now; level-triggered, the sources stay ready for the next look.
-        guard case .success(.processed(let count)) = result, count > 0 else { return }
+        guard case .success(.processed(let count)) = result else {
+            // ENOMEM: nothing is taken now; level-triggered, the sources stay ready for the next look, and the epoll
+            // descriptor readable, so the pause keeps a lasting shortage from becoming a spin.
+            SystemPoller.pauseAfterFailedWait(upTo: -1)
+            return
+        }
+        guard count > 0 else { return }
         for index in 0..<Int(count) {
             let asked = Self.events(fromEpoll: self.readyEvents[index]).pollMask
             self.confirmations[index] = pollfd(fd: self.readyDescriptors[index], events: asked, revents: 0)

@@ -12,6 +12,7 @@ import Darwin
 /// (`.ci/tsan-repros/mutex.swift` shows it without LoopKit). A plain pthread mutex parks at once, keeps its
 /// throughput, and is understood by the sanitizers (NIO's `NIOLockedValueBox` makes the same choice). The value and
 /// the mutex share one allocation, where the mutex never moves. Any thread.
+// @unchecked Sendable: the value is only touched between `pthread_mutex_lock` and `pthread_mutex_unlock`.
 struct LoopLock<Value>: @unchecked Sendable {
     /// The value, with the mutex in the buffer's tail.
     private final class Storage: ManagedBuffer<Value, pthread_mutex_t> {

@@ -5,9 +5,10 @@ import Synchronization
 ///
 /// A small mode (or any mode on the portable backend) waits in one poll on the wake-up pipe, the deadline timer and
 /// all its descriptors. A mode with `largeModeThreshold` descriptor sources or more (Linux) keeps them registered in
-/// an epoll set (`DescriptorRegistry`) and waits on the pipe, the timer, that set's descriptor and the few numbers the
-/// registry sweeps for closes every few waits, so that a wait costs the same however many descriptors are idle. The deadline timer
-/// is used only for a clock that reads the system's monotonic clock; any other clock gets relative timeouts.
+/// an epoll set (`DescriptorRegistry`) and waits on the pipe, the timer and that set's descriptor; every few waits it
+/// first looks at a few of its descriptors for closes, so that a wait costs the same however many are idle. The
+/// deadline timer is used only for a clock that reads the system's monotonic clock; any other clock gets relative
+/// timeouts.
 ///
 /// Only `wakeUp()`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread only.
 // @unchecked Sendable: every `var` is touched only on the loop's thread (the waiter's only caller there); the members
@@ -94,7 +95,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     }
 
     func runWillBegin(in items: ModeItems) {
-        self.registries[ObjectIdentifier(items)]?.sweepsAllAtNextWait = true
+        self.registries[ObjectIdentifier(items)]?.requestFullSweep()
     }
 
     func forgetModes() {
@@ -132,8 +133,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     }
 
     /// A large mode's wait or look: one poll on the wake-up pipe, the deadline timer, the registry's epoll descriptor
-    /// and the few sources the registry cannot leave to epoll (see `DescriptorRegistry.appendDirectlyPolled`), then
-    /// what epoll reports ready. It costs the same with ten thousand idle descriptors as with ten.
+    /// and the sources epoll refused, then what epoll reports ready; every few waits, a look at a few registered
+    /// numbers first, for closes (see `DescriptorRegistry.appendDirectlyPolled`). It costs the same with ten thousand
+    /// idle descriptors as with a hundred.
     private func wait(
         on registry: DescriptorRegistry,
         until deadline: LoopInstant?,
@@ -144,42 +146,44 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.directlyPolledScratch = []
         let firstSwept = registry.appendDirectlyPolled(into: &direct, sweeping: Self.sweepCount,
                                                        every: Self.sweepInterval)
+        let start = ready.count
         defer {
             direct.removeAll(keepingCapacity: true)
             self.directlyPolledScratch = direct
+            Self.sortAndDeduplicate(&ready, from: start)
         }
         if firstSwept < direct.count {
             // The sweep is a look of its own, without waiting: in the sleep, each swept socket would join a wait
             // queue and leave it again, which costs more than the extra system call.
             self.setUpPoll(deadlineTimer: nil, sources: EmptyCollection(), sweeping: direct[firstSwept...])
             let sweptOutcome = self.collectPolled(self.look(), deadlineTimer: nil, into: &ready)
-            if sweptOutcome.isWokenByChannel || !ready.isEmpty {
+            if sweptOutcome.isWokenByChannel || ready.count > start {
                 return sweptOutcome  // a close to report, or a wake-up already waiting: no sleep
             }
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept])
         self.poller.append(registry.descriptor, events: .readable)
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
-        let start = ready.count
         let outcome = self.collectPolled(readyCount, deadlineTimer: deadlineTimer, into: &ready)
         if readyCount > 0, !self.poller.events(at: self.poller.count - 1).isEmpty {
-            let polledCount = ready.count - start
             registry.collectReady(into: &ready)
-            if polledCount > 0 && ready.count - start > polledCount {
-                // Both reported: one list in (order, sequence) order, each source once (a swept source whose number
-                // was closed can be reported invalid by both).
-                ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
-                var index = start + 1
-                while index < ready.count {
-                    if ready[index].0 === ready[index - 1].0 {
-                        ready.remove(at: index)
-                    } else {
-                        index += 1
-                    }
-                }
-            }
         }
         return outcome
+    }
+
+    /// Puts `ready[start...]` in `(order, sequence)` order, each source once: the sources epoll refused and those
+    /// epoll reports come from two polls (and a refused number reused by a registered file can be in both).
+    private static func sortAndDeduplicate(_ ready: inout [(LoopDescriptorSource, DescriptorEvents)], from start: Int) {
+        guard ready.count - start > 1 else { return }
+        ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
+        var index = start + 1
+        while index < ready.count {
+            if ready[index].0 === ready[index - 1].0 {
+                ready.remove(at: index)
+            } else {
+                index += 1
+            }
+        }
     }
 
     /// Sets the poller up for one wait: the wake-up pipe, then the deadline timer if there is one, then `sources`, then

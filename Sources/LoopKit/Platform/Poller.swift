@@ -65,9 +65,8 @@ final class SystemPoller: Poller {
     /// never early).
     ///
     /// - Returns: The number of descriptors with events, or -1 when the caller should wait again with what is left of
-    ///   its timeout (a signal interrupted the wait, or the kernel could not allocate for it).(`EINTR`) or the
-    ///   kernel could not allocate for it (`ENOMEM`, after a pause of up to a millisecond): the caller waits again
-    ///   with what is left of its timeout.
+    ///   its timeout: a signal interrupted the wait (`EINTR`), or the kernel could not allocate for it (`ENOMEM`,
+    ///   after a pause of up to a millisecond).
     @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
     func waitForEvents(timeoutNanoseconds: Int64) -> Int {
         let count = self.descriptors.count
@@ -92,12 +91,15 @@ final class SystemPoller: Poller {
         case .success(nil):
             return -1  // EINTR: the caller waits again for what is left
         case .success(.wouldBlock?):
-            return Self.backOff(timeoutNanoseconds)  // EAGAIN: as ENOMEM
+            Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)  // EAGAIN: as ENOMEM
+            return -1
         case .failure(let error) where error.code == ENOMEM:
-            return Self.backOff(timeoutNanoseconds)
+            Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)
+            return -1
         case .failure(let error):
             // EINVAL: more descriptors in the mode than RLIMIT_NOFILE allows; no retry would succeed.
-            trap("Loop.run(mode:before:) waiting for its descriptors (more than the process's descriptor limit?)", error)
+            trap("Loop.run(mode:before:) waiting for its descriptors (more than the process's descriptor limit?)",
+                 error)
         }
     }
 
@@ -105,18 +107,15 @@ final class SystemPoller: Poller {
     static let backOffNanoseconds: Int64 = 1_000_000
 
     /// Sleeps a millisecond (less when the wait's timeout is shorter) after a wait the kernel could not allocate
-    /// for, so that a lasting shortage costs a retry per millisecond instead of a spin. Nothing is lost: a wake-up or a
-    /// ready descriptor stays readable for the next wait.
-    ///
-    /// - Returns: -1, so that the caller waits again with what is left of its timeout, as after a signal.
-    private static func backOff(_ timeoutNanoseconds: Int64) -> Int {
+    /// for (ENOMEM, EAGAIN; `EpollSet` too), so that a lasting shortage costs a retry per millisecond instead of a
+    /// spin. Nothing is lost: a wake-up or a ready descriptor stays readable for the next wait. Loop thread.
+    static func pauseAfterFailedWait(upTo timeoutNanoseconds: Int64) {
         let pause = timeoutNanoseconds < 0 ? backOffNanoseconds : min(timeoutNanoseconds, backOffNanoseconds)
         var request = timespec(tv_sec: 0, tv_nsec: Int(pause))
         var remaining = timespec()
         while nanosleep(&request, &remaining) == -1 && errno == EINTR {
             request = remaining
         }
-        return -1
     }
 
     /// A timeout in nanoseconds as poll(2)'s milliseconds, rounded up (never early); negative waits for ever.

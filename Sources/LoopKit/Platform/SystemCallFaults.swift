@@ -58,8 +58,8 @@ enum SystemCallFaults {
     static func takeFault(for call: StaticString) -> CInt? {
         let name = "\(call)"
         return self.faults.withLock { faults -> CInt? in
-            guard let index = faults.firstIndex(where: { $0.call == name && pthread_equal($0.thread, pthread_self()) != 0 })
-            else { return nil }
+            let isHere = { (fault: Fault) in fault.call == name && pthread_equal(fault.thread, pthread_self()) != 0 }
+            guard let index = faults.firstIndex(where: isHere) else { return nil }
             let code = faults[index].code
             faults[index].remaining -= 1
             if faults[index].remaining == 0 {
