@@ -102,15 +102,16 @@ extension Loop {
         }
         ready.removeAll()  // keeps no source alive past the pass
         didWork = self.performBlocks(in: mode) || didWork || sourceHandled
-        if !self.state.withLock({ $0.hasSignalledSources }) {
-            // A signal's source runs in the next pass (step 3): the wake-up is read after it, so that the read is not
-            // between the signal and its callback.
+        // A signal's source runs in the next pass (step 3): the wake-up is read after it, so that the read is not
+        // between the signal and its callback, and the pass that woke for it was not an empty one.
+        let signalIsPending = self.state.withLock { $0.hasSignalledSources }
+        if !signalIsPending {
             self.consumeWakeUp()
         }
 
         let result = self.result(of: mode, until: deadline, sourceHandled: sourceHandled,
                                  returnAfterSourceHandled: returnAfterSourceHandled)
-        if slept && !didWork && result == nil {
+        if slept && !didWork && !signalIsPending && result == nil {
             self.emptyWakeUps.wrappingAdd(1, ordering: .relaxed)
         }
         return result

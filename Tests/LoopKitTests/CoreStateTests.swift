@@ -82,6 +82,35 @@ struct CoreStateTests {
         #expect(loop.counters.emptyWakeUps == 0)
     }
 
+    @Test func aSignalToASleepingLoopRunsItsSourceInTheNextPassWithoutAnEmptyWakeUp() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let trace = Recorder<String>()
+        loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
+            trace.append("\(activity)")
+        }, forMode: .default)
+        let drainsAtCallback = Recorder<UInt64>()
+        let source = LoopSource { _ in
+            trace.append("source")
+            drainsAtCallback.append(loop.counters.wakeUpDrains)
+            loop.stop()
+        }
+        loop.add(source, forMode: .default)
+        let before = loop.counters
+        let producer = startThread {
+            _ = waitUntil { loop.isWaiting }
+            source.signal()
+        }
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(20)) == .stopped)
+        producer.join()
+        #expect(trace.elements == ["beforeWaiting", "afterWaiting", "source"])
+        // The wake-up is read after the callback, not between the signal and it; and it was not an empty wake-up.
+        #expect(drainsAtCallback.elements == [before.wakeUpDrains])
+        #expect(loop.counters.since(before).wakeUpDrains == 1)
+        #expect(loop.counters.since(before).emptyWakeUps == 0)
+    }
+
     @Test func aStopFromACallbackLeavesNoWakeUpForTheNextRun() throws {
         let loop = try Loop()
         defer { loop.invalidate() }
