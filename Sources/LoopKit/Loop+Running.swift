@@ -103,15 +103,15 @@ extension Loop {
         ready.removeAll()  // keeps no source alive past the pass
         didWork = self.performBlocks(in: mode) || didWork || sourceHandled
         // A signal's source runs in the next pass (step 3): the wake-up is read after it, so that the read is not
-        // between the signal and its callback, and the pass that woke for it was not an empty one.
-        let signalIsPending = self.state.withLock { $0.hasSignalledSources }
-        if !signalIsPending {
+        // between the signal and its callback. The lock is taken only when there is a wake-up to read.
+        if self.waiter.hasUnreadWakeUp && !self.state.withLock({ $0.hasSignalledSources }) {
             self.consumeWakeUp()
         }
 
         let result = self.result(of: mode, until: deadline, sourceHandled: sourceHandled,
                                  returnAfterSourceHandled: returnAfterSourceHandled)
-        if slept && !didWork && !signalIsPending && result == nil {
+        // The pass that woke for a signal is not an empty one: its source runs in the next pass.
+        if slept && !didWork && result == nil && !self.state.withLock({ $0.hasSignalledSources }) {
             self.emptyWakeUps.wrappingAdd(1, ordering: .relaxed)
         }
         return result

@@ -32,6 +32,9 @@ protocol LoopWaiter: AnyObject, Sendable {
     /// - Returns: Whether a wake-up was read.
     func consumeWakeUp() -> Bool
 
+    /// Whether a wait or look found the wake-up channel readable and nothing has read it since.
+    var hasUnreadWakeUp: Bool { get }
+
     /// `source`'s watched events changed: bring registrations up to date before the next wait. Any thread.
     func noteNewEvents(of source: LoopDescriptorSource)
 

@@ -37,6 +37,10 @@ final class VirtualTimeWaiter: LoopWaiter {  // checked Sendable: both stored pr
         self.base.wakeUp()
     }
 
+    var hasUnreadWakeUp: Bool {
+        self.base.hasUnreadWakeUp
+    }
+
     func consumeWakeUp() -> Bool {
         self.base.consumeWakeUp()
     }

@@ -38,7 +38,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     private var refusedModes: Set<ObjectIdentifier> = []
     private var sourcesWithNewEventsScratch: [LoopDescriptorSource] = []
     /// The last wait or look found the wake-up pipe readable, and it has not been drained since.
-    private var hasUnreadWakeUp = false
+    private(set) var hasUnreadWakeUp = false
     /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it.
     var largeModeThreshold = PollWaiter.defaultLargeModeThreshold
     static let defaultLargeModeThreshold = 32
@@ -150,7 +150,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         defer {
             direct.removeAll(keepingCapacity: true)
             self.directlyPolledScratch = direct
-            Self.sortAndDeduplicate(&ready, from: start)
+            Self.sortByOrder(&ready, from: start)
         }
         if firstSwept < direct.count {
             // The sweep is a look of its own, without waiting: in the sleep, each swept socket would join a wait
@@ -171,19 +171,12 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         return outcome
     }
 
-    /// Puts `ready[start...]` in `(order, sequence)` order, each source once: the sources epoll refused and those
-    /// epoll reports come from two polls (and a refused number reused by a registered file can be in both).
-    private static func sortAndDeduplicate(_ ready: inout [(LoopDescriptorSource, DescriptorEvents)], from start: Int) {
+    /// Puts `ready[start...]` in `(order, sequence)` order: the sources epoll refused and those it reports come from
+    /// two polls, each in its own order. (No source comes twice: a number is either refused or registered, and
+    /// `collectReady` reports each number once.)
+    private static func sortByOrder(_ ready: inout [(LoopDescriptorSource, DescriptorEvents)], from start: Int) {
         guard ready.count - start > 1 else { return }
         ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
-        var index = start + 1
-        while index < ready.count {
-            if ready[index].0 === ready[index - 1].0 {
-                ready.remove(at: index)
-            } else {
-                index += 1
-            }
-        }
     }
 
     /// Sets the poller up for one wait: the wake-up pipe, then the deadline timer if there is one, then `sources`, then

@@ -19,7 +19,7 @@ final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
     var script: [Step] = []
     private(set) var deadlines: [LoopInstant?] = []
     private let wakeUps = Atomic<Int>(0)
-    private var hasUnreadWakeUp = false
+    private(set) var hasUnreadWakeUp = false
     private(set) var consumedWakeUps = 0
 
     init(clock: SteppingClock) {
