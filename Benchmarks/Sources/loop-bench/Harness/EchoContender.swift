@@ -28,6 +28,11 @@ final class EchoContender {
 
     var isRunning: Bool { self.problem == nil }
 
+    /// The row of a contender that did not run (or failed): "not run", and why.
+    var notRunResult: ImplementationResult {
+        ImplementationResult(implementation: self.name, distribution: nil, notRunReason: self.problem)
+    }
+
     var messagesPerSecond: Double { Double(self.roundTrips) / (Double(self.measuredNanoseconds) / 1e9) }
 
     /// Starts `path` with `arguments`, waits for its `listening on 127.0.0.1:PORT` line, and connects a client with

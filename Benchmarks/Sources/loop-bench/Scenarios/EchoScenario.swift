@@ -116,8 +116,7 @@ struct EchoScenario: Scenario {
         report.plotsCDF = true
         for contender in contenders {
             guard contender.isRunning else {
-                report.results.append(ImplementationResult(implementation: contender.name, distribution: nil,
-                                                           notRunReason: contender.problem))
+                report.results.append(contender.notRunResult)
                 continue
             }
             var result = ImplementationResult(implementation: contender.name,
@@ -167,8 +166,7 @@ struct EchoScenario: Scenario {
         report.higherIsBetter = true
         for contender in contenders {
             guard contender.isRunning else {
-                report.results.append(ImplementationResult(implementation: contender.name, distribution: nil,
-                                                           notRunReason: contender.problem))
+                report.results.append(contender.notRunResult)
                 continue
             }
             let rates = Distribution(contender.bulkRates)
@@ -191,7 +189,7 @@ struct EchoScenario: Scenario {
     }
 
     /// A note per server that was not run, and how the servers that ran to the end exited after SIGTERM.
-    private static func problemNotes(_ contenders: [EchoContender]) -> [String] {
+    static func problemNotes(_ contenders: [EchoContender]) -> [String] {
         var notes = contenders.compactMap { contender in
             contender.problem.map { "\(contender.name): not run: \($0)." }
         }

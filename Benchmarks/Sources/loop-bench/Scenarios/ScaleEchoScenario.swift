@@ -48,12 +48,8 @@ struct ScaleEchoScenario: Scenario {
             measured.append((idle, contenders))
         }
         report.results = Self.results(measured)
-        for (idle, contenders) in measured {
-            for contender in contenders {
-                if let problem = contender.problem {
-                    report.notes.append("\(contender.name): not run: \(problem).")
-                }
-            }
+        report.notes += EchoScenario.problemNotes(measured.flatMap(\.contenders))
+        for (idle, _) in measured {
             if !canHoldBoth(idle) {
                 report.notes.append("At \(Format.number(Double(idle))) idle the two servers ran one after the other: "
                                     + "the client cannot hold both sets of connections under its descriptor limit "
@@ -125,8 +121,7 @@ struct ScaleEchoScenario: Scenario {
         for (_, contenders) in measured {
             for (index, contender) in contenders.enumerated() {
                 guard contender.isRunning else {
-                    results.append(ImplementationResult(implementation: contender.name, distribution: nil,
-                                                        notRunReason: contender.problem))
+                    results.append(contender.notRunResult)
                     continue
                 }
                 let distribution = Distribution(nanoseconds: contender.roundTripTimes)
