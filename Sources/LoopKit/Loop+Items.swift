@@ -41,8 +41,7 @@ extension Loop {
 
     /// Adds `source` to `mode`, calling its `schedule` callback. Any thread.
     ///
-    /// - Returns: `false`, adding nothing, if `source` was already invalidated (CF ignores an invalid timer too) or the
-    ///   loop has ended: a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Returns: `false`, adding nothing, if `source` was already invalidated or the loop has ended.
     /// - Precondition: `source` belongs to no other loop.
     @discardableResult
     public func add(_ source: LoopSource, forMode mode: LoopMode) -> Bool {
@@ -64,8 +63,7 @@ extension Loop {
 
     /// Starts watching `source`'s descriptor while the loop runs `mode`. Any thread.
     ///
-    /// - Returns: `false`, adding nothing, if `source` was already invalidated (CF ignores an invalid timer too) or the
-    ///   loop has ended: a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Returns: `false`, adding nothing, if `source` was already invalidated or the loop has ended.
     /// - Precondition: `source` belongs to no other loop.
     @discardableResult
     public func add(_ source: LoopDescriptorSource, forMode mode: LoopMode) -> Bool {
@@ -87,8 +85,7 @@ extension Loop {
 
     /// Calls `observer` while the loop runs `mode`. Observers do not keep a mode alive. Any thread.
     ///
-    /// - Returns: `false`, adding nothing, if `observer` was already invalidated (CF ignores an invalid timer too) or
-    ///   the loop has ended: a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Returns: `false`, adding nothing, if `observer` was already invalidated or the loop has ended.
     /// - Precondition: `observer` belongs to no other loop.
     @discardableResult
     public func add(_ observer: LoopObserver, forMode mode: LoopMode) -> Bool {
@@ -110,8 +107,7 @@ extension Loop {
 
     /// Makes `link` tick while the loop runs `mode` (in `.common`, it keeps ticking during tracking). Any thread.
     ///
-    /// - Returns: `false`, adding nothing, if `link` was already invalidated (CF ignores an invalid timer too) or the
-    ///   loop has ended: a caller racing a one-shot timer's fire can tell, without a separate `isValid` check.
+    /// - Returns: `false`, adding nothing, if `link` was already invalidated or the loop has ended.
     /// - Precondition: `link` belongs to no other loop.
     @discardableResult
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
