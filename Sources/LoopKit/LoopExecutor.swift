@@ -6,12 +6,19 @@
 /// jobs keep such a mode alive. Jobs enqueued after the loop's `LoopThread` has ended are a precondition failure,
 /// never silently dropped.
 ///
+/// Every `LoopExecutor` of one loop and one set of modes is the same executor to the Swift runtime: a call from one
+/// actor to another whose executors are both, say, `loop.executor` runs at once, on the loop's thread, as a plain
+/// call, without a trip through the loop (as a call between actors that share a dispatch queue does).
+///
 /// Immutable; usable from any thread.
 public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConvertible {
     /// The loop whose thread runs the jobs.
     public let loop: Loop
     /// The modes in which jobs may run.
     public let modes: [LoopMode]
+    /// The loop's shared identities for these modes: what the runtime is given and enqueues on.
+    private let actorTarget: LoopJobTarget
+    private let taskTarget: LoopJobTarget
 
     /// An executor that runs jobs on `loop`'s thread while it runs any of `modes`.
     ///
@@ -20,27 +27,25 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
         loopPrecondition(!modes.isEmpty, "LoopExecutor(loop:modes:): the list of modes is empty, so no job could run")
         self.loop = loop
         self.modes = modes
+        (self.actorTarget, self.taskTarget) = loop.jobTargets(forModes: modes)
     }
 
-    /// Queues `job` as a block on the loop. Any thread.
+    /// Queues `job` as a block on the loop, as an actor's job. Any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        self.loop.perform(inModes: self.modes) {
-            job.runSynchronously(isolatedTo: self.asUnownedSerialExecutor(), taskExecutor: self.asUnownedTaskExecutor())
-        }
+        self.actorTarget.enqueue(job)
     }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
-        UnownedSerialExecutor(ordinary: self)
+        self.actorTarget.asUnownedSerialExecutor()
     }
 
     public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-        UnownedTaskExecutor(ordinary: self)
+        self.taskTarget.asUnownedTaskExecutor()
     }
 
     /// Traps unless called on the loop's thread: what `assumeIsolated` relies on.
     public func checkIsolated() {
-        loopPrecondition(self.loop.isCurrent, "LoopExecutor: not on the loop's thread, so not isolated to this executor")
+        self.actorTarget.checkIsolated()
     }
 
     public func isIsolatingCurrentContext() -> Bool? {

@@ -41,6 +41,36 @@ private actor ModeProbe {
     }
 }
 
+/// Records, in one list with the loop's blocks, when it is called; calls `next` first when it has one.
+private actor HopRecorder {
+    let executor: LoopExecutor
+    let record: Recorder<String>
+    let name: String
+
+    init(executor: LoopExecutor, record: Recorder<String>, name: String) {
+        self.executor = executor
+        self.record = record
+        self.name = name
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        self.executor.asUnownedSerialExecutor()
+    }
+
+    /// Queues a block on the loop, then calls `callee`: the block's line comes first only if the call went through
+    /// the loop.
+    func queueABlockThenCall(_ callee: HopRecorder) async {
+        let record = self.record
+        self.executor.loop.perform(inModes: [.common]) { record.append("block") }
+        await callee.called()
+        self.record.append("\(self.name) resumed on the loop's thread: \(self.executor.loop.isCurrent)")
+    }
+
+    func called() {
+        self.record.append("\(self.name) called on the loop's thread: \(self.executor.loop.isCurrent)")
+    }
+}
+
 @available(*, noasync)
 private func runTrackingUntilStopped(_ loop: Loop) {
     loop.run(mode: .tracking, before: loop.now + .seconds(30))
@@ -70,6 +100,47 @@ struct EmbeddingTests {
             return seen
         }
         #expect(seen == [true, true, true])
+        thread.shutdownAndJoin()
+    }
+
+    @Test func aCallBetweenTwoActorsOnTheSameLoopRunsAtOnceWithoutTheLoopsOtherWorkInBetween() async throws {
+        let thread = try LoopThread(name: "hop-loop")
+        let record = Recorder<String>()
+        // Each actor asks the loop for its executor, as two independent pieces of code would.
+        let caller = HopRecorder(executor: thread.loop.executor, record: record, name: "A")
+        let callee = HopRecorder(executor: thread.loop.executor, record: record, name: "B")
+        await caller.queueABlockThenCall(callee)
+        #expect(record.elements == ["B called on the loop's thread: true", "A resumed on the loop's thread: true"])
+        await callee.called()  // through the loop: the block queued first has run by then
+        #expect(record.elements.suffix(2) == ["block", "B called on the loop's thread: true"])
+        thread.shutdownAndJoin()
+    }
+
+    @Test func aCallToAnActorOfTheSameLoopInOtherModesGoesThroughTheLoop() async throws {
+        let thread = try LoopThread(name: "hop-modes-loop")
+        let record = Recorder<String>()
+        let caller = HopRecorder(executor: thread.loop.executor, record: record, name: "A")
+        let callee = HopRecorder(executor: LoopExecutor(loop: thread.loop, modes: [.default]), record: record,
+                                 name: "B")
+        await caller.queueABlockThenCall(callee)
+        #expect(record.elements == ["block", "B called on the loop's thread: true",
+                                    "A resumed on the loop's thread: true"])
+        thread.shutdownAndJoin()
+    }
+
+    @Test func aTaskPreferringTheLoopCallsItsActorsOnTheLoopsThread() async throws {
+        let thread = try LoopThread(name: "prefer-hop-loop")
+        let record = Recorder<String>()
+        let executor = thread.loop.executor
+        let caller = HopRecorder(executor: executor, record: record, name: "A")
+        let callee = HopRecorder(executor: thread.loop.executor, record: record, name: "B")
+        let onLoop = await withTaskExecutorPreference(executor) { () async -> Bool in
+            await caller.queueABlockThenCall(callee)
+            return executor.loop.isCurrent
+        }
+        #expect(onLoop)
+        #expect(record.elements.filter { $0 != "block" } == ["B called on the loop's thread: true",
+                                                             "A resumed on the loop's thread: true"])
         thread.shutdownAndJoin()
     }
 
