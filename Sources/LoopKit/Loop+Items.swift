@@ -111,7 +111,9 @@ extension Loop {
     /// - Precondition: `link` belongs to no other loop.
     @discardableResult
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
-        self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)") {
+        // The link is kept alive until its timer is attached, which retains it from then on: added from another
+        // thread, it would otherwise be freed on the way if the caller keeps no reference.
+        self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)", keepingAlive: link) {
             link.timer.resolveFireDate(now: self.now)
         }
     }
@@ -182,13 +184,16 @@ extension Loop {
         to mode: LoopMode,
         kind: String? = nil,
         call: StaticString,
+        keepingAlive owner: (AnyObject & Sendable)? = nil,
         accept: () -> Void = {}
     ) -> Bool {
         guard item.isValid, !self.hasEnded else { return false }
         accept()
         self.bind(item, kind: kind ?? Item.kind, call: call)
         self.onLoopThread { loop in
-            loop.attach(item, to: mode)  // which ignores an item invalidated meanwhile
+            withExtendedLifetime(owner) {
+                loop.attach(item, to: mode)  // which ignores an item invalidated meanwhile
+            }
         }
         return true
     }
@@ -294,9 +299,11 @@ extension Loop {
 
     /// Queues the timer's next fire in each of its modes; the entries it had become stale (and a queue that is
     /// mostly stale entries is rebuilt, so re-arming a timer cannot grow a queue without bound).
-    func requeue(_ timer: LoopTimer) {
+    /// `firing` is the mode whose pass fired it, if any: known without a lookup.
+    func requeue(_ timer: LoopTimer, firingIn firing: ModeItems? = nil) {
         for membership in timer.memberships {
-            guard let items = self.modeItemsByMode[membership.mode] else { continue }
+            let items = firing.flatMap { $0.mode == membership.mode ? $0 : nil } ?? self.modeItemsByMode[membership.mode]
+            guard let items else { continue }
             timer.schedule(in: items, slot: membership.slot)
         }
     }

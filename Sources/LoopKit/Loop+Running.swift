@@ -82,7 +82,7 @@ extension Loop {
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
         var slept = false
         // A mode that became empty has nothing to wait for: the pass ends `.finished` instead of sleeping.
-        if !sourceHandled && self.clock.now < deadline && !self.isEmpty(mode) {
+        if !sourceHandled && self.clock.now < deadline && !self.isEmpty(items) {
             self.notifyObservers(.beforeWaiting, in: items)
             // No user code runs from here until the wait returns.
             slept = self.sleep(in: items, until: deadline, into: &ready)
@@ -108,7 +108,7 @@ extension Loop {
             self.consumeWakeUp()
         }
 
-        let result = self.result(of: mode, until: deadline, sourceHandled: sourceHandled,
+        let result = self.result(of: items, until: deadline, sourceHandled: sourceHandled,
                                  returnAfterSourceHandled: returnAfterSourceHandled)
         // The pass that woke for a signal is not an empty one: its source runs in the next pass.
         if slept && !didWork && result == nil && !self.state.withLock({ $0.hasSignalledSources }) {
@@ -119,7 +119,7 @@ extension Loop {
 
     /// How the run ends after a pass, in DESIGN's precedence, or `nil` to make another pass.
     private func result(
-        of mode: LoopMode,
+        of items: ModeItems,
         until deadline: LoopInstant,
         sourceHandled: Bool,
         returnAfterSourceHandled: Bool
@@ -134,7 +134,7 @@ extension Loop {
             return .stopped
         }
         self.applyControlMessages()
-        if self.isEmpty(mode) {
+        if self.isEmpty(items) {
             return .finished
         }
         return nil
@@ -142,10 +142,16 @@ extension Loop {
 
     /// Whether `mode` has no sources, timers or blocks that could run in it.
     func isEmpty(_ mode: LoopMode) -> Bool {
-        if let items = self.modeItemsByMode[mode], items.hasSourcesOrTimers {
-            return false
+        if let items = self.modeItemsByMode[mode] {
+            return self.isEmpty(items)
         }
         return !self.hasBlocks(for: mode)
+    }
+
+    /// Whether the mode of `items` (the loop's own for it) has no sources, timers or blocks that could run in it;
+    /// what a pass asks, without looking the mode up.
+    func isEmpty(_ items: ModeItems) -> Bool {
+        !items.hasSourcesOrTimers && !self.hasBlocks(for: items.mode)
     }
 
     // MARK: Phases

@@ -49,7 +49,7 @@ extension Loop {
                 timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock)
             }
             if stillScheduled {
-                self.requeue(timer)
+                self.requeue(timer, firingIn: items)
             } else {
                 self.detachEverywhere(timer)
             }

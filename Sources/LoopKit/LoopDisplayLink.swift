@@ -27,6 +27,8 @@ public final class LoopDisplayLink: @unchecked Sendable {
     private let resumed = Atomic<Bool>(false)
     private let callback: (LoopDisplayLink, DisplayFrame) -> Void
     private let monitors = LoopLock<[HitchMonitor]>([])
+    /// Whether `monitors` has any, so that a frame takes the lock only then.
+    private let hasMonitors = Atomic<Bool>(false)
 
     // MARK: Loop thread only
     private var previousIndex: Int64?
@@ -131,6 +133,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// Tells `monitor` about every frame (used by `HitchMonitor.attach(to:)`). Any thread.
     func addMonitor(_ monitor: HitchMonitor) {
         self.monitors.withLock { $0.append(monitor) }
+        self.hasMonitors.store(true, ordering: .releasing)
     }
 
     /// The link's timer fired for the grid point `slot`. Loop thread.
@@ -147,8 +150,10 @@ public final class LoopDisplayLink: @unchecked Sendable {
         let skipped = self.previousIndex.map { max(0, Int(index - $0) - 1) } ?? 0
         self.previousIndex = index
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
-        for monitor in self.monitors.withLock({ $0 }) {
-            monitor.frameWillRun(frame)
+        if self.hasMonitors.load(ordering: .acquiring) {
+            for monitor in self.monitors.withLock({ $0 }) {
+                monitor.frameWillRun(frame)
+            }
         }
         self.callback(self, frame)
     }

@@ -32,6 +32,20 @@ struct DisplayLinkTests {
         #expect(LoopDisplayLink(display: display, minimum: 50, maximum: 55, preferred: 52) { _, _ in }.rate == 60)
     }
 
+    @Test func aLinkAddedFromAnotherThreadWithNoReferenceKeptTicks() throws {
+        let thread = try LoopThread(name: "unowned-link")
+        let ticks = Recorder<Int64>()
+        // The caller keeps no reference: the loop must, from the add on.
+        thread.loop.add(LoopDisplayLink(display: .default) { link, frame in
+            ticks.append(frame.index)
+            if ticks.count == 3 {
+                link.invalidate()
+            }
+        }, forMode: .default)
+        #expect(waitUntil { ticks.count == 3 })
+        thread.shutdownAndJoin()
+    }
+
     @Test func theFrameBudgetIsOneFrameAtTheLinksRate() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
