@@ -1,24 +1,3 @@
-/// One target of the benchmark, judged from the reports of this run.
-struct Verdict: Sendable {
-    let target: String
-    /// `nil` when the figures it needs were not measured in this run (`--only`, or unavailable here).
-    let met: Bool?
-    /// The two numbers, in words.
-    let detail: String
-    /// Whether its scenario ran but could not measure an implementation it needs (`met` is then `nil`): printed, as
-    /// NOT RUN, even under `--only`.
-    var wasNotRun = false
-
-    var line: String {
-        let mark = switch self.met {
-        case true?: "MET     "
-        case false?: "NOT MET "
-        case nil: self.wasNotRun ? "NOT RUN " : "n/a     "
-        }
-        return mark + self.target + ": " + self.detail
-    }
-}
-
 /// Judges the benchmark's targets against a run's reports.
 struct VerdictJudge {
     let reports: [ScenarioReport]
@@ -42,11 +21,11 @@ struct VerdictJudge {
                                _ reference: Double?, _ referenceName: String, strictly: Bool = false,
                                unit: (Double) -> String = us) -> Verdict {
         guard let value, let reference else {
-            return Verdict(target: target, met: nil, detail: "not measured in this run")
+            return Verdict(target: target, value: nil, bound: nil, detail: "not measured in this run")
         }
         let bound = factor * reference
         let factorText = factor == 1 ? "" : Format.number(factor) + " × "
-        return Verdict(target: target, met: strictly ? value < bound : value <= bound,
+        return Verdict(target: target, value: value, bound: bound, strictly: strictly,
                        detail: "\(valueName) \(unit(value)) vs \(factorText)\(referenceName) \(unit(reference))"
                            + (factor == 1 ? "" : " = \(unit(bound))"))
     }
@@ -54,7 +33,9 @@ struct VerdictJudge {
     /// A NOT RUN verdict for `target` when its scenario ran without one of `implementations`, with the reason.
     private func notRun(_ target: String, _ report: String, _ implementations: [String]) -> Verdict? {
         let reason = implementations.lazy.compactMap { self.report(report)?.result($0)?.notRunReason }.first
-        return reason.map { Verdict(target: target, met: nil, detail: "not run: " + $0, wasNotRun: true) }
+        return reason.map {
+            Verdict(target: target, value: nil, bound: nil, detail: "not run: " + $0, wasNotRun: true)
+        }
     }
 
     func verdicts() -> [Verdict] {
