@@ -5,6 +5,7 @@ import Foundation
 let scenarios: [any Scenario] = [
     WakeupScenario(), PingPongScenario(), TimerScenario(), DisplayLinkScenario(), ThroughputScenario(),
     ProducersScenario(), IdleScenario(), ScaleScenario(), CountersScenario(), EchoScenario(), ScaleEchoScenario(),
+    ActorScenario(),
 ]
 
 let options: Options
