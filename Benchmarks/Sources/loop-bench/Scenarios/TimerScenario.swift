@@ -49,7 +49,9 @@ struct TimerScenario: Scenario {
                     + "\(runners.count) of a period) so that they never wake together: a burst of noise from the "
                     + "machine's other tenants lands on every implementation alike, and the \(slots) slots take "
                     + "\(Format.number(Double(slots) * Double(period) / 1e9)) s rather than \(runners.count) times that "
-                    + "(one at a time, three runs of the benchmark would spend some nine minutes here). Lateness = fire "
+                    + "(one at a time, three runs of the benchmark would spend some nine minutes here). Compare rows, "
+                    + "not runs before 2026-12-02, which took each implementation alone for 2 s (in two quick runs "
+                    + "of each way on a loaded host, together gave no higher p50s than alone). Lateness = fire "
                     + "time − the latest slot at or before it; 'missed': slots with no fire; 'early': fires before "
                     + "their slot (up to 50 µs, counted as 0).",
                 "The ppoll floor sleeps the way a loop that also watches descriptors must: in ppoll on a timerfd armed "
