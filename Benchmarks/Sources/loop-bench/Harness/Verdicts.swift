@@ -170,7 +170,7 @@ struct VerdictJudge {
     private func scaleEchoVerdicts() -> [Verdict] {
         let report = "scale/echo"
         let most = ScaleEchoScenario.idleCounts.max()!
-        let idle = Format.number(Double(most))
+        let idle = Format.grouped(most)
         let lk = ScaleEchoScenario.implementation(ScaleEchoScenario.loopKit, idle: most)
         let none = ScaleEchoScenario.implementation(ScaleEchoScenario.loopKit, idle: 0)
         let dq = ScaleEchoScenario.implementation(ScaleEchoScenario.dispatch, idle: most)

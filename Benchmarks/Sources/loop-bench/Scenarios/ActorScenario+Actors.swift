@@ -3,11 +3,17 @@ import LoopKit
 /// An actor that the `actor` scenario calls: `work()` is the call measured, and `call(_:times:)` makes it from this
 /// actor to another.
 protocol CountingActor: Actor {
-    /// Bumps and returns a counter: a call whose answer the caller must wait for, and that cannot be optimized away.
-    func work() -> Int
+    /// What `work()` bumps.
+    var count: Int { get set }
 }
 
 extension CountingActor {
+    /// Bumps and returns the count: a call whose answer the caller must wait for, and that cannot be optimized away.
+    func work() -> Int {
+        self.count &+= 1
+        return self.count
+    }
+
     /// Awaits `callee.work()` `times` times from this actor, one call after the other; returns the nanoseconds taken.
     func call(_ callee: some CountingActor, times: Int) async -> UInt64 {
         let start = System.now
@@ -24,44 +30,29 @@ extension CountingActor {
 /// A default actor: it runs on the global concurrent executor, and a call from another default actor can switch
 /// to it on the same thread.
 actor DefaultCountingActor: CountingActor {
-    private var count = 0
-
-    func work() -> Int {
-        self.count &+= 1
-        return self.count
-    }
+    var count = 0
 }
 
 /// An actor on a loop, as a user puts one there: its executor is `loop.executor`, asked for by each actor.
 actor LoopCountingActor: CountingActor {
     let executor: LoopExecutor
-    private var count = 0
+    var count = 0
 
     init(loop: Loop) {
         self.executor = loop.executor
     }
 
     nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
-
-    func work() -> Int {
-        self.count &+= 1
-        return self.count
-    }
 }
 
 /// An actor whose executor is a serial DispatchQueue's, shared with the other actors given the same one.
 actor QueueCountingActor: CountingActor {
     let executor: DispatchQueueExecutor
-    private var count = 0
+    var count = 0
 
     init(executor: DispatchQueueExecutor) {
         self.executor = executor
     }
 
     nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
-
-    func work() -> Int {
-        self.count &+= 1
-        return self.count
-    }
 }
