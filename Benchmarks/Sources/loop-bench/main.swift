@@ -5,6 +5,7 @@ import Foundation
 let scenarios: [any Scenario] = [
     WakeupScenario(), PingPongScenario(), TimerScenario(), DisplayLinkScenario(), ThroughputScenario(),
     ProducersScenario(), IdleScenario(), ScaleScenario(), CountersScenario(), EchoScenario(), ScaleEchoScenario(),
+    ActorScenario(),
 ]
 
 let options: Options
@@ -64,36 +65,56 @@ print("Ratio columns: the implementation's p50 ÷ the reference's p50 (for throu
 print("")
 
 let started = System.now
-var reports: [ScenarioReport] = []
-for (index, scenario) in selected.enumerated() {
-    context.progress("[\(index + 1)/\(selected.count)] \(scenario.name): \(scenario.summary) …")
-    let scenarioStart = System.now
-    let produced = scenario.run(context)
-    reports += produced
-    for report in produced {
-        print(TablePrinter.render(report))
+var runs: [JSONOutput.Run] = []
+for run in 1...options.runs {
+    let runLabel = options.runs == 1 ? "" : "[run \(run)/\(options.runs)] "
+    if options.runs > 1 {
+        print("# Run \(run) of \(options.runs)")
         print("")
     }
-    context.progress("      \(scenario.name) done in \(Format.number(Double(System.now - scenarioStart) / 1e9)) s")
+    let runStart = System.now
+    var reports: [ScenarioReport] = []
+    for (index, scenario) in selected.enumerated() {
+        context.progress("\(runLabel)[\(index + 1)/\(selected.count)] \(scenario.name): \(scenario.summary) …")
+        let scenarioStart = System.now
+        let produced = scenario.run(context)
+        reports += produced
+        for report in produced {
+            print(TablePrinter.render(report))
+            print("")
+        }
+        context.progress("      \(scenario.name) done in \(Format.number(Double(System.now - scenarioStart) / 1e9)) s")
+    }
+    let verdicts = VerdictJudge(reports: reports).verdicts().filter {
+        options.only.isEmpty || $0.met != nil || $0.wasNotRun
+    }
+    print(options.runs == 1 ? "## Verdicts (the benchmark's targets)" : "## Verdicts of run \(run)")
+    print("")
+    for verdict in verdicts {
+        print("- " + verdict.line)
+    }
+    print("")
+    let seconds = Double(System.now - runStart) / 1e9
+    if options.runs > 1 {
+        print("Run \(run): \(Format.number(seconds)) s.")
+        print("")
+    }
+    runs.append(JSONOutput.Run(run: run, seconds: seconds, reports: reports, verdicts: verdicts))
 }
 
-let verdicts = VerdictJudge(reports: reports).verdicts().filter {
-    options.only.isEmpty || $0.met != nil || $0.wasNotRun
+let targets = TargetAcrossRuns.collect(runs.map(\.verdicts))
+if options.runs > 1 {
+    print(TargetAcrossRuns.render(targets, runs: options.runs).joined(separator: "\n"))
+    print("")
 }
-print("## Verdicts (the benchmark's targets)")
-print("")
-for verdict in verdicts {
-    print("- " + verdict.line)
-}
-print("")
 print("Whole run: \(Format.number(Double(System.now - started) / 1e9)) s.")
 
 if let path = options.jsonPath {
     let machine = JSONOutput.Machine(cores: cores, kernel: System.kernelRelease, date: date, build: build,
-                                     quick: options.isQuick, loadAverageAtStart: loadAverage,
+                                     quick: options.isQuick, runs: options.runs, loadAverageAtStart: loadAverage,
                                      allocationCounting: allocationCounting, syscallCounting: syscallCounting)
     do {
-        try JSONOutput.write(to: path, machine: machine, reports: reports, verdicts: verdicts)
+        try JSONOutput.write(to: path, machine: machine, runs: runs, targets: targets)
         context.progress("wrote \(path)")
     } catch {
         context.progress("loop-bench: cannot write \(path): \(error)")
@@ -102,9 +123,9 @@ if let path = options.jsonPath {
 }
 if let path = options.svgPath {
     let caption = "loop-bench, \(cores) cores, kernel \(System.kernelRelease), \(date)"
-        + (options.isQuick ? " (quick run)" : "")
+        + (options.isQuick ? " (quick run)" : "") + (options.runs > 1 ? ", run \(options.runs) of \(options.runs)" : "")
     do {
-        try SVGOutput.render(reports, caption: caption).write(toFile: path, atomically: true, encoding: .utf8)
+        try SVGOutput.render(runs.last?.reports ?? [], caption: caption).write(toFile: path, atomically: true, encoding: .utf8)
         context.progress("wrote \(path)")
     } catch {
         context.progress("loop-bench: cannot write \(path): \(error)")

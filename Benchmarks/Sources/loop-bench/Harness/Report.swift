@@ -94,6 +94,15 @@ enum Format {
         return fixed(value, digits: 3)
     }
 
+    /// A whole number with its thousands grouped: "10,000".
+    static func grouped(_ value: Int) -> String {
+        let digits = Array(String(value.magnitude))
+        let groups = stride(from: digits.count, to: 0, by: -3).reversed().map { end in
+            String(digits[max(0, end - 3)..<end])
+        }
+        return (value < 0 ? "-" : "") + groups.joined(separator: ",")
+    }
+
     static func ratio(_ value: Double?) -> String {
         guard let value, value.isFinite else { return "-" }
         return fixed(value, digits: value >= 100 ? 0 : 2) + "×"

@@ -1,24 +1,3 @@
-/// One target of the benchmark, judged from the reports of this run.
-struct Verdict: Sendable {
-    let target: String
-    /// `nil` when the figures it needs were not measured in this run (`--only`, or unavailable here).
-    let met: Bool?
-    /// The two numbers, in words.
-    let detail: String
-    /// Whether its scenario ran but could not measure an implementation it needs (`met` is then `nil`): printed, as
-    /// NOT RUN, even under `--only`.
-    var wasNotRun = false
-
-    var line: String {
-        let mark = switch self.met {
-        case true?: "MET     "
-        case false?: "NOT MET "
-        case nil: self.wasNotRun ? "NOT RUN " : "n/a     "
-        }
-        return mark + self.target + ": " + self.detail
-    }
-}
-
 /// Judges the benchmark's targets against a run's reports.
 struct VerdictJudge {
     let reports: [ScenarioReport]
@@ -42,11 +21,11 @@ struct VerdictJudge {
                                _ reference: Double?, _ referenceName: String, strictly: Bool = false,
                                unit: (Double) -> String = us) -> Verdict {
         guard let value, let reference else {
-            return Verdict(target: target, met: nil, detail: "not measured in this run")
+            return Verdict(target: target, value: nil, bound: nil, detail: "not measured in this run")
         }
         let bound = factor * reference
         let factorText = factor == 1 ? "" : Format.number(factor) + " × "
-        return Verdict(target: target, met: strictly ? value < bound : value <= bound,
+        return Verdict(target: target, value: value, bound: bound, strictly: strictly,
                        detail: "\(valueName) \(unit(value)) vs \(factorText)\(referenceName) \(unit(reference))"
                            + (factor == 1 ? "" : " = \(unit(bound))"))
     }
@@ -54,7 +33,9 @@ struct VerdictJudge {
     /// A NOT RUN verdict for `target` when its scenario ran without one of `implementations`, with the reason.
     private func notRun(_ target: String, _ report: String, _ implementations: [String]) -> Verdict? {
         let reason = implementations.lazy.compactMap { self.report(report)?.result($0)?.notRunReason }.first
-        return reason.map { Verdict(target: target, met: nil, detail: "not run: " + $0, wasNotRun: true) }
+        return reason.map {
+            Verdict(target: target, value: nil, bound: nil, detail: "not run: " + $0, wasNotRun: true)
+        }
     }
 
     func verdicts() -> [Verdict] {
@@ -72,7 +53,13 @@ struct VerdictJudge {
         verdicts.append(Self.atMost("wakeup p50 no worse than DispatchQueue.async", lk?.p50, "LoopKit p50", 1,
                                     dispatch?.p50, "Dispatch p50"))
 
-        for (label, _) in TimerScenario.periods {
+        let source = distribution("wakeup", WakeupScenario.loopKitSource)
+        verdicts.append(Self.atMost("wakeup: signalled source p50 ≤ 1.3 × pipe floor", source?.p50,
+                                    "LoopKit source p50", 1.3, floor?.p50, "floor p50"))
+        verdicts.append(Self.atMost("wakeup: signalled source p99 ≤ 1.5 × pipe floor", source?.p99,
+                                    "LoopKit source p99", 1.5, floor?.p99, "floor p99"))
+
+        for (label, _, _) in TimerScenario.periods {
             let name = "timer/\(label)"
             let lkTimer = distribution(name, TimerScenario.loopKit)
             let fdnTimer = distribution(name, TimerScenario.foundation)
@@ -100,6 +87,10 @@ struct VerdictJudge {
                                     figure("displaylink", DisplayLinkScenario.loopKit, "CPU ms"), "link CPU", 1,
                                     figure("displaylink", DisplayLinkScenario.foundation, "CPU ms"), "Foundation CPU",
                                     unit: { Format.number($0) + " ms" }))
+        verdicts.append(Self.atMost("displaylink CPU ≤ 1.5 × clock_nanosleep floor",
+                                    figure("displaylink", DisplayLinkScenario.loopKit, "CPU ms"), "link CPU", 1.5,
+                                    figure("displaylink", DisplayLinkScenario.floor, "CPU ms"), "floor CPU",
+                                    unit: { Format.number($0) + " ms" }))
 
         let rate = distribution("throughput", ThroughputScenario.loopKit)?.p50
         let blocks: (Double) -> String = { Format.number($0) + " blocks/s" }
@@ -123,13 +114,15 @@ struct VerdictJudge {
         let timers = self.report("scale/timers")
         let small = timers?.results.first { $0.implementation.hasPrefix("LoopKit") }
         let large = timers?.results.last { $0.implementation.hasPrefix("LoopKit") }
-        verdicts.append(Self.atMost("scale: ns/op at the largest size ≤ 2 × at 1,000", large?.distribution?.p50,
-                                    large?.implementation ?? "largest", 2, small?.distribution?.p50,
+        verdicts.append(Self.atMost("scale: ns/op at the largest size ≤ 1.5 × at 1,000", large?.distribution?.p50,
+                                    large?.implementation ?? "largest", 1.5, small?.distribution?.p50,
                                     small?.implementation ?? "smallest", unit: { Format.number($0) + " ns" }))
         let fds = self.report("scale/descriptors")
         verdicts.append(Self.atMost("scale: wake-up p50 at 1,000 descriptors ≤ 2 × at 1",
                                     fds?.results[safe: 2]?.distribution?.p50, "1,000 idle", 2,
                                     fds?.results[safe: 0]?.distribution?.p50, "1 idle"))
+
+        verdicts += self.scaleEchoVerdicts()
 
         let syscalls = "counters/syscalls"
         let burst = "counters/burst"
@@ -165,7 +158,38 @@ struct VerdictJudge {
                 tailTarget, distribution(echo, lk)?.p99, "LoopKit p99", 1, distribution(echo, dq)?.p99, "Dispatch p99",
                 strictly: true))
         }
+        verdicts.append(Self.atMost("actor: same-loop actor-to-actor call ≤ 5 × between default actors",
+                                    distribution(ActorScenario.name, ActorScenario.sameLoop)?.p50, "same loop", 5,
+                                    distribution(ActorScenario.name, ActorScenario.defaultActors)?.p50,
+                                    "default actors", unit: { Format.number($0) + " ns" }))
         return verdicts
+    }
+
+    /// At the most idle connections: LoopKit's server no slower, and no costlier per round trip, than 1.3 × itself
+    /// with none, and faster and cheaper than the Dispatch server beside the same idle connections.
+    private func scaleEchoVerdicts() -> [Verdict] {
+        let report = "scale/echo"
+        let most = ScaleEchoScenario.idleCounts.max()!
+        let idle = Format.grouped(most)
+        let lk = ScaleEchoScenario.implementation(ScaleEchoScenario.loopKit, idle: most)
+        let none = ScaleEchoScenario.implementation(ScaleEchoScenario.loopKit, idle: 0)
+        let dq = ScaleEchoScenario.implementation(ScaleEchoScenario.dispatch, idle: most)
+        let cpu = "server CPU µs/rt"
+        let microseconds: (Double) -> String = { Format.number($0) + " µs" }
+        let judged = [
+            Self.atMost("scale/echo: p50 at \(idle) idle ≤ 1.3 × at 0", distribution(report, lk)?.p50,
+                        "LoopKit at \(idle)", 1.3, distribution(report, none)?.p50, "at 0"),
+            Self.atMost("scale/echo: CPU per round trip at \(idle) idle ≤ 1.3 × at 0", figure(report, lk, cpu),
+                        "LoopKit at \(idle)", 1.3, figure(report, none, cpu), "at 0", unit: microseconds),
+            Self.atMost("scale/echo: p50 at \(idle) idle < Dispatch", distribution(report, lk)?.p50, "LoopKit p50", 1,
+                        distribution(report, dq)?.p50, "Dispatch p50", strictly: true),
+            Self.atMost("scale/echo: CPU per round trip at \(idle) idle < Dispatch", figure(report, lk, cpu), "LoopKit",
+                        1, figure(report, dq, cpu), "Dispatch", strictly: true, unit: microseconds),
+        ]
+        let needed = [[lk, none], [lk, none], [lk, dq], [lk, dq]]
+        return zip(judged, needed).map { verdict, implementations in
+            self.notRun(verdict.target, report, implementations) ?? verdict
+        }
     }
 }
 
