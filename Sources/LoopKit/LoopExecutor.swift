@@ -8,7 +8,9 @@
 ///
 /// Every `LoopExecutor` of one loop and one set of modes is the same executor to the Swift runtime: a call from one
 /// actor to another whose executors are both, say, `loop.executor` runs at once, on the loop's thread, as a plain
-/// call, without a trip through the loop (as a call between actors that share a dispatch queue does).
+/// call, without a trip through the loop (as a call between actors that share a dispatch queue does). An actor's
+/// jobs run with no task executor; a task that also prefers this loop as its task executor (`withTaskExecutorPreference`)
+/// is therefore re-enqueued at each such call, as the runtime asks whenever task executors differ.
 ///
 /// Immutable; usable from any thread.
 public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConvertible {
