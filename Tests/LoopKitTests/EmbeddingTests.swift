@@ -58,12 +58,13 @@ private actor HopRecorder {
     }
 
     /// Queues a block on the loop, then calls `callee`: the block's line comes first only if the call went through
-    /// the loop.
-    func queueABlockThenCall(_ callee: HopRecorder) async {
+    /// the loop. Returns the record as it is then, still on the loop's thread (the block may run once this returns).
+    func queueABlockThenCall(_ callee: HopRecorder) async -> [String] {
         let record = self.record
         self.executor.loop.perform(inModes: [.common]) { record.append("block") }
         await callee.called()
         self.record.append("\(self.name) resumed on the loop's thread: \(self.executor.loop.isCurrent)")
+        return self.record.elements
     }
 
     func called() {
@@ -109,8 +110,8 @@ struct EmbeddingTests {
         // Each actor asks the loop for its executor, as two independent pieces of code would.
         let caller = HopRecorder(executor: thread.loop.executor, record: record, name: "A")
         let callee = HopRecorder(executor: thread.loop.executor, record: record, name: "B")
-        await caller.queueABlockThenCall(callee)
-        #expect(record.elements == ["B called on the loop's thread: true", "A resumed on the loop's thread: true"])
+        let seen = await caller.queueABlockThenCall(callee)
+        #expect(seen == ["B called on the loop's thread: true", "A resumed on the loop's thread: true"])
         await callee.called()  // through the loop: the block queued first has run by then
         #expect(record.elements.suffix(2) == ["block", "B called on the loop's thread: true"])
         thread.shutdownAndJoin()
@@ -122,9 +123,8 @@ struct EmbeddingTests {
         let caller = HopRecorder(executor: thread.loop.executor, record: record, name: "A")
         let callee = HopRecorder(executor: LoopExecutor(loop: thread.loop, modes: [.default]), record: record,
                                  name: "B")
-        await caller.queueABlockThenCall(callee)
-        #expect(record.elements == ["block", "B called on the loop's thread: true",
-                                    "A resumed on the loop's thread: true"])
+        let seen = await caller.queueABlockThenCall(callee)
+        #expect(seen == ["block", "B called on the loop's thread: true", "A resumed on the loop's thread: true"])
         thread.shutdownAndJoin()
     }
 
@@ -134,13 +134,12 @@ struct EmbeddingTests {
         let executor = thread.loop.executor
         let caller = HopRecorder(executor: executor, record: record, name: "A")
         let callee = HopRecorder(executor: thread.loop.executor, record: record, name: "B")
-        let onLoop = await withTaskExecutorPreference(executor) { () async -> Bool in
-            await caller.queueABlockThenCall(callee)
-            return executor.loop.isCurrent
+        let (seen, onLoop) = await withTaskExecutorPreference(executor) { () async -> ([String], Bool) in
+            (await caller.queueABlockThenCall(callee), executor.loop.isCurrent)
         }
         #expect(onLoop)
-        #expect(record.elements.filter { $0 != "block" } == ["B called on the loop's thread: true",
-                                                             "A resumed on the loop's thread: true"])
+        #expect(seen.filter { $0 != "block" } == ["B called on the loop's thread: true",
+                                                  "A resumed on the loop's thread: true"])
         thread.shutdownAndJoin()
     }
 
