@@ -220,6 +220,14 @@ public final class LoopTimer: @unchecked Sendable {
         }
     }
 
+    /// Starts loading the lock and state a fire reads and writes (a hint: see `ModeTimers.prefetchDue`). Loop thread.
+    @inline(__always)
+    func prefetchSchedule() {
+        let address = self.schedule.storageAddress
+        Prefetch.forWriting(address)
+        Prefetch.forWriting(address + 64)
+    }
+
     /// Runs the callback for the slot at `slot`, then works out the next fire date.
     ///
     /// - Returns: Whether the timer is still scheduled (so the loop must queue it again).
