@@ -41,6 +41,7 @@ extension Loop {
     private func fireUnfiredDueTimers(of items: ModeItems) {
         while items.timers.nextDue < items.timers.due.count {
             let entry = items.timers.due[items.timers.nextDue]
+            items.timers.prefetchDue(after: items.timers.nextDue)
             items.timers.nextDue += 1
             // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
             guard let timer = items.timers.timer(for: entry), !timer.isFiring, timer.isValid else { continue }

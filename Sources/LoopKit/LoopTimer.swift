@@ -43,16 +43,10 @@ public final class LoopTimer: @unchecked Sendable {
     /// retains a scheduled CADisplayLink; weak otherwise, so an unscheduled link is freed.
     weak var servedObject: AnyObject?
 
-    /// A mode the timer is in, and its slot in that mode's `ModeTimers`.
-    struct Membership {
-        let mode: LoopMode
-        let slot: Int32
-    }
-
     // MARK: Loop thread only
     private var retainedServedObject: AnyObject?
     var modes: ModeSet = []
-    var memberships: [Membership] = []
+    var memberships = TimerMemberships()
     var sequence: UInt64 = 0
     var isFiring = false
 
@@ -190,7 +184,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// Forgets the modes of a loop that is going away, without callbacks. Loop thread, or the loop's deinit.
     func forgetModes() {
         self.modes = []
-        self.memberships = []
+        self.memberships = TimerMemberships()
         self.retainedServedObject = nil
     }
 
@@ -218,6 +212,14 @@ public final class LoopTimer: @unchecked Sendable {
         } else {
             items.timers.unschedule(slot: slot)
         }
+    }
+
+    /// Starts loading the lock and state a fire reads and writes (a hint: see `ModeTimers.prefetchDue`). Loop thread.
+    @inline(__always)
+    func prefetchSchedule() {
+        let address = self.schedule.storageAddress
+        Prefetch.forWriting(address)
+        Prefetch.forWriting(address + 64)
     }
 
     /// Runs the callback for the slot at `slot`, then works out the next fire date.
@@ -263,7 +265,7 @@ extension LoopTimer: LoopItem {
         self.isRequeuePending.store(false, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
         self.retainedServedObject = self.servedObject
         let slot = items.timers.add(self)
-        self.memberships.append(Membership(mode: items.mode, slot: slot))
+        self.memberships.append(mode: items.mode, slot: slot)
         self.schedule(in: items, slot: slot)
     }
 
@@ -271,8 +273,7 @@ extension LoopTimer: LoopItem {
         if self.modes.isEmpty {
             self.retainedServedObject = nil
         }
-        guard let index = self.memberships.firstIndex(where: { $0.mode == items.mode }) else { return }
-        items.timers.remove(slot: self.memberships[index].slot)
-        self.memberships.remove(at: index)
+        guard let slot = self.memberships.remove(mode: items.mode) else { return }
+        items.timers.remove(slot: slot)
     }
 }

@@ -489,6 +489,37 @@ struct LoopTimerTests {
         #expect(fired == [3, 1, 4, 0, 2])
     }
 
+    @Test func aBurstOfTenThousandDueTimersFiresInDateThenAddedOrderWithoutTheInvalidatedOnes() throws {
+        // Enough due timers for the queue's burst path (one scan and a sort instead of a pop each).
+        let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
+        let count = TimerQueue.burstMinimumCount * 2 + 1_000
+        var generator = SystemRandomNumberGenerator()
+        let dates = (0..<count).map { _ in Int.random(in: 1...100, using: &generator) }  // many ties
+        var fired: [Int] = []
+        var timers: [LoopTimer] = []
+        for (index, date) in dates.enumerated() {
+            timers.append(LoopTimer(fireAt: t.at(date), on: t.isolated) { _ in
+                fired.append(index)
+                if index == 0 { timers[count - 1].invalidate() }  // an earlier callback invalidates a later one
+            })
+        }
+        let addOrder = Array(0..<count).shuffled(using: &generator)
+        for index in addOrder {
+            t.loop.add(timers[index], forMode: .default)
+        }
+        for index in stride(from: 1, to: count, by: 3) {
+            timers[index].invalidate()
+        }
+        t.advance(ms: 150)  // all due at once
+        t.run(until: 200)
+        let addedAt = Dictionary(uniqueKeysWithValues: addOrder.enumerated().map { ($1, $0) })
+        let zeroFiresFirst = (dates[0], addedAt[0]!) < (dates[count - 1], addedAt[count - 1]!)
+        let expected = (0..<count).filter { $0 % 3 != 1 && !(zeroFiresFirst && $0 == count - 1) }
+            .sorted { (dates[$0], addedAt[$0]!) < (dates[$1], addedAt[$1]!) }
+        #expect(fired == expected)
+    }
+
     @Test func aTimerRescheduledToATiedDateFiresAfterTheTimersAlreadyThere() throws {
         // CF and libuv break ties by (re)scheduling order: a re-armed timer goes behind those already waiting.
         let t = try VirtualLoop()

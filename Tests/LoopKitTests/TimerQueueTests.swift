@@ -73,6 +73,38 @@ struct TimerQueueTests {
         }
     }
 
+    /// Both paths of `removeDue`: pops for a few due entries, one scan and a sort for a burst (a quarter or more of a
+    /// queue of at least `burstMinimumCount`). Either way the live due entries come out in (deadline, push) order,
+    /// stale ones are dropped, and what is not due stays, as a valid heap.
+    @Test(arguments: [100, TimerQueue.burstMinimumCount * 3])
+    func dueEntriesComeOutLiveAndInOrderWhetherPoppedOrTakenAsABurst(count: Int) {
+        for dueShare in [0.001, 0.1, 0.5, 1.0] {
+            var queue = TimerQueue()
+            var generator = SystemRandomNumberGenerator()
+            for sequence in 0..<count {
+                let deadline = UInt64.random(in: 0..<UInt64(count / 2), using: &generator)  // with ties
+                queue.insert(TimerEntry(deadline: deadline, push: UInt64(sequence), tolerance: 0,
+                                        slot: Int32(sequence)))
+            }
+            let now = UInt64(Double(count / 2) * dueShare)
+            let isLive = { (entry: TimerEntry) in entry.push % 3 != 0 }
+            let expected = queue.entries.filter { $0.deadline <= now && isLive($0) }
+                .sorted(by: TimerEntry.precedes).map(\.push)
+            let notDue = queue.entries.filter { $0.deadline > now }.count
+            var batch: [TimerEntry] = []
+            queue.removeDue(at: now, into: &batch, isLive: isLive)
+            #expect(batch.map(\.push) == expected)
+            #expect(queue.count == notDue)
+            queue.checkInvariants()
+            var last = now
+            while !queue.isEmpty {
+                let first = queue.removeFirst()
+                #expect(first.deadline > now && first.deadline >= last)
+                last = first.deadline
+            }
+        }
+    }
+
     @Test func theNextSlotSkipsMissedSlotsAndStaysOnTheGrid() {
         let slot = LoopInstant(nanoseconds: 1_000)
         #expect(LoopTimer.nextSlot(after: slot, interval: .nanoseconds(100), now: LoopInstant(nanoseconds: 1_050))

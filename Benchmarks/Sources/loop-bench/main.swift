@@ -10,7 +10,8 @@ let scenarios: [any Scenario] = [
 
 let options: Options
 do {
-    options = try Options(arguments: Array(CommandLine.arguments.dropFirst()), scenarios: scenarios.map(\.name))
+    options = try Options(arguments: Array(CommandLine.arguments.dropFirst()), scenarios: scenarios.map(\.name),
+                          reports: ScaleScenario.reports)
 } catch {
     FileHandle.standardError.write(Data("loop-bench: \(error)\n".utf8))
     exit(64)
@@ -40,8 +41,13 @@ if !options.allowDebug {
 let build = "release"
 #endif
 
-let context = BenchContext(isQuick: options.isQuick)
-let selected = scenarios.filter { options.only.isEmpty || options.only.contains($0.name) }
+// "scale/timers" runs the scale scenario for that table alone.
+let onlyReports = Set(options.only.filter { $0.contains("/") })
+let context = BenchContext(isQuick: options.isQuick, onlyReports: onlyReports)
+let selected = scenarios.filter { scenario in
+    options.only.isEmpty || options.only.contains(scenario.name)
+        || onlyReports.contains { $0.hasPrefix(scenario.name + "/") }
+}
 let cores = ProcessInfo.processInfo.activeProcessorCount
 let loadAverage = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?
     .split(separator: " ").prefix(3).joined(separator: " ") ?? "unknown"

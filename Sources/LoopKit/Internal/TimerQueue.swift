@@ -50,6 +50,75 @@ struct TimerQueue {
         return first
     }
 
+    /// Takes every entry due at `now` out of the queue, appending the live ones to `batch` in `(deadline, push)`
+    /// order; stale ones are dropped.
+    ///
+    /// A few due entries are popped one by one. A burst (at least a quarter of a large queue is due, as after a long
+    /// sleep, or a million timers all past their dates) is taken in one pass instead: one sequential scan splits due
+    /// from later entries, the later ones are heapified again, and the live due ones are sorted. Popping them one by
+    /// one costs a sift through the whole heap each, which at a million entries is a chain of cache misses per pop,
+    /// and half of the pops may be for stale entries.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* due entries, or O(*n* + *k* log *k*) for a burst.
+    mutating func removeDue(at now: UInt64, into batch: inout [TimerEntry], isLive: (TimerEntry) -> Bool) {
+        guard let first = self.entries.first, first.deadline <= now else { return }
+        if self.entries.count >= Self.burstMinimumCount,
+           self.dueCount(at: now, atLeast: self.entries.count / 4) {
+            self.removeDueBurst(at: now, into: &batch, isLive: isLive)
+            return
+        }
+        while let entry = self.entries.first, entry.deadline <= now {
+            self.removeFirst()
+            if isLive(entry) {
+                batch.append(entry)
+            }
+        }
+    }
+
+    /// Below this many entries, due entries are always popped one by one (the heap is in cache).
+    static let burstMinimumCount = 4_096
+
+    /// Whether at least `limit` entries are due at `now`, counted by a walk that skips every subtree whose root is
+    /// not due and stops at `limit`.
+    ///
+    /// - Complexity: O(min(*k*, `limit`)) for *k* due entries.
+    private func dueCount(at now: UInt64, atLeast limit: Int) -> Bool {
+        self.entries.withUnsafeBufferPointer { buffer in
+            var found = 0
+            var pending: [Int] = [0]
+            pending.reserveCapacity(64)
+            while let index = pending.popLast() {
+                guard index < buffer.count, buffer[index].deadline <= now else { continue }
+                found += 1
+                if found >= limit { return true }
+                pending.append(2 * index + 2)
+                pending.append(2 * index + 1)
+            }
+            return false
+        }
+    }
+
+    /// The burst path of `removeDue`: one scan, a heapify of what stays, a sort of what leaves.
+    private mutating func removeDueBurst(at now: UInt64, into batch: inout [TimerEntry],
+                                         isLive: (TimerEntry) -> Bool) {
+        let start = batch.count
+        var kept = 0
+        self.entries.withUnsafeMutableBufferPointer { buffer in
+            for index in buffer.indices {
+                let entry = buffer[index]
+                if entry.deadline > now {
+                    buffer[kept] = entry
+                    kept += 1
+                } else if isLive(entry) {
+                    batch.append(entry)
+                }
+            }
+        }
+        self.entries.removeLast(self.entries.count - kept)
+        self.heapify()
+        batch[start...].sort(by: TimerEntry.precedes)
+    }
+
     /// Drops stale entries from the top, so that `first` is live or the queue is empty.
     ///
     /// - Complexity: O(*k* log *n*) for *k* stale entries on top.
@@ -69,6 +138,13 @@ struct TimerQueue {
             live.append(entry)
         }
         self.entries = live
+        self.heapify()
+    }
+
+    /// Restores the heap property over all entries (Floyd's bottom-up construction).
+    ///
+    /// - Complexity: O(*n*).
+    private mutating func heapify() {
         var index = self.entries.count / 2
         while index > 0 {
             index -= 1

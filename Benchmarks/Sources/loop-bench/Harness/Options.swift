@@ -1,5 +1,6 @@
 /// The command line of loop-bench.
 struct Options {
+    /// `--only` names: a scenario ("scale"), or one table of it ("scale/timers").
     var only: [String] = []
     var isQuick = false
     /// `--runs N`: run the whole benchmark N times in one process and judge each target on the median of its runs.
@@ -31,7 +32,9 @@ struct Options {
         }
     }
 
-    init(arguments: [String], scenarios: [String]) throws(ParseError) {
+    /// `scenarios` are the scenarios' names; `reports` the tables that `--only` may pick out of one, such as
+    /// "scale/timers".
+    init(arguments: [String], scenarios: [String], reports: [String] = []) throws(ParseError) {
         var remaining = arguments[...]
         func value(for option: String) throws(ParseError) -> String {
             guard let value = remaining.popFirst() else { throw .missingValue(option) }
@@ -41,7 +44,9 @@ struct Options {
             switch argument {
             case "--only":
                 let name = try value(for: argument)
-                guard scenarios.contains(name) else { throw .unknownScenario(name, known: scenarios) }
+                guard scenarios.contains(name) || reports.contains(name) else {
+                    throw .unknownScenario(name, known: scenarios + reports)
+                }
                 self.only.append(name)
             case "--quick": self.isQuick = true
             case "--runs":
@@ -70,7 +75,7 @@ struct Options {
             USAGE: swift run -c release loop-bench [options]
 
             OPTIONS:
-              --only NAME     run only this scenario (repeatable)
+              --only NAME     run only this scenario, or one of its tables (scale/timers); repeatable
               --quick         a tenth of the samples and durations: a smoke run, not a measurement
               --runs N        run everything N times in one process; print each run's tables and verdicts, then
                               each target's ratio per run and the median: a target is met when its median ratio

@@ -14,9 +14,19 @@ protocol Scenario {
 final class BenchContext {
     /// `--quick`: a tenth of the samples and of the durations.
     let isQuick: Bool
+    /// The tables `--only` picked out of their scenarios ("scale/timers"); empty when whole scenarios run.
+    let onlyReports: Set<String>
 
-    init(isQuick: Bool) {
+    init(isQuick: Bool, onlyReports: Set<String> = []) {
         self.isQuick = isQuick
+        self.onlyReports = onlyReports
+    }
+
+    /// Whether a scenario should produce the table `report` ("scale/timers"): `--only` named no table of the
+    /// scenario `scenario`, or named this one.
+    func wants(_ report: String, of scenario: String) -> Bool {
+        let picked = self.onlyReports.filter { $0.hasPrefix(scenario + "/") }
+        return picked.isEmpty || picked.contains(report)
     }
 
     /// `count` samples, or a tenth of them (at least `minimum`) for a quick run.

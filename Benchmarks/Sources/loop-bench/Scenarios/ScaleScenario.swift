@@ -14,8 +14,18 @@ struct ScaleScenario: Scenario {
     /// take minutes, so it is not attempted.
     static let foundationLimit = 100_000
 
+    /// The tables `--only` can pick out of this scenario.
+    static let reports = ["scale/timers", "scale/descriptors"]
+
     func run(_ context: BenchContext) -> [ScenarioReport] {
-        [self.timers(context), self.descriptors(context)]
+        var reports: [ScenarioReport] = []
+        if context.wants("scale/timers", of: self.name) {
+            reports.append(self.timers(context))
+        }
+        if context.wants("scale/descriptors", of: self.name) {
+            reports.append(self.descriptors(context))
+        }
+        return reports
     }
 
     // MARK: Timers
