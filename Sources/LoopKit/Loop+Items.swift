@@ -20,7 +20,7 @@ extension Loop {
     @discardableResult
     public func add(_ timer: LoopTimer, forMode mode: LoopMode) -> Bool {
         self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)") {
-            timer.resolveFireDate(now: self.now)  // only once accepted: a refused timer keeps no date
+            timer.resolveFireDate { self.now }  // only once accepted: a refused timer keeps no date
         }
     }
 
@@ -114,7 +114,7 @@ extension Loop {
         // The link is kept alive until its timer is attached, which retains it from then on: added from another
         // thread, it would otherwise be freed on the way if the caller keeps no reference.
         self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)", keepingAlive: link) {
-            link.timer.resolveFireDate(now: self.now)
+            link.timer.resolveFireDate { self.now }
         }
     }
 

@@ -188,8 +188,12 @@ public final class LoopTimer: @unchecked Sendable {
         self.retainedServedObject = nil
     }
 
-    /// Fixes a relative first fire date against `now`, on the first addition to a loop (any thread).
-    func resolveFireDate(now: LoopInstant) {
+    /// Fixes a relative first fire date against `now`, on the first addition to a loop (any thread). The clock is read
+    /// only for a timer that has no date yet (an add costs no clock read otherwise), and outside the lock: a clock is
+    /// user code.
+    func resolveFireDate(now: () -> LoopInstant) {
+        guard self.schedule.withLock({ $0.fireDate == nil }) else { return }
+        let now = now()
         self.schedule.withLock { schedule in
             if schedule.fireDate == nil {
                 schedule.fireDate = self.grid?(nil, now) ?? now + self.interval
@@ -261,7 +265,7 @@ extension LoopTimer: LoopItem {
     static var kind: String { "LoopTimer" }
 
     func attach(to items: ModeItems, loop: Loop) {
-        self.resolveFireDate(now: loop.now)  // normally done by `Loop.add` already, on the calling thread
+        self.resolveFireDate { loop.now }  // normally done by `Loop.add` already, on the calling thread
         self.isRequeuePending.store(false, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
         self.retainedServedObject = self.servedObject
         let slot = items.timers.add(self)

@@ -73,8 +73,8 @@ struct TimerQueueTests {
         }
     }
 
-    /// Both paths of `removeDue`: pops for a few due entries, one scan and a sort for a burst (a quarter or more of a
-    /// queue of at least `burstMinimumCount`). Either way the live due entries come out in (deadline, push) order,
+    /// Both paths of `removeDue`: pops for a few due entries, one scan and a sort for a burst (more than a 64th of a
+    /// queue of at least `burstMinimumCount`, after as many pops). Either way the live due entries come out in (deadline, push) order,
     /// stale ones are dropped, and what is not due stays, as a valid heap.
     @Test(arguments: [100, TimerQueue.burstMinimumCount * 3])
     func dueEntriesComeOutLiveAndInOrderWhetherPoppedOrTakenAsABurst(count: Int) {

@@ -53,22 +53,24 @@ struct TimerQueue {
     /// Takes every entry due at `now` out of the queue, appending the live ones to `batch` in `(deadline, push)`
     /// order; stale ones are dropped.
     ///
-    /// A few due entries are popped one by one. A burst (at least a quarter of a large queue is due, as after a long
-    /// sleep, or a million timers all past their dates) is taken in one pass instead: one sequential scan splits due
-    /// from later entries, the later ones are heapified again, and the live due ones are sorted. Popping them one by
-    /// one costs a sift through the whole heap each, which at a million entries is a chain of cache misses per pop,
-    /// and half of the pops may be for stale entries.
+    /// Due entries are popped one by one until they turn out to be a burst (more than a 64th of a large queue, as
+    /// after a long sleep, or a million timers all past their dates); the rest are then taken in one pass: one
+    /// sequential scan splits due from later entries, the later ones are heapified again, and the live due ones are
+    /// sorted after those already popped (which precede them all). Popping a burst costs a sift through the whole heap
+    /// per entry, at a million entries a chain of cache misses each, and half of the pops may be for stale entries.
+    /// Deciding costs nothing: popping, the usual case, allocates nothing beyond `batch`.
     ///
     /// - Complexity: O(*k* log *n*) for *k* due entries, or O(*n* + *k* log *k*) for a burst.
     mutating func removeDue(at now: UInt64, into batch: inout [TimerEntry], isLive: (TimerEntry) -> Bool) {
-        guard let first = self.entries.first, first.deadline <= now else { return }
-        if self.entries.count >= Self.burstMinimumCount,
-           self.dueCount(at: now, atLeast: self.entries.count / 4) {
-            self.removeDueBurst(at: now, into: &batch, isLive: isLive)
-            return
-        }
+        let burstAfter = self.entries.count >= Self.burstMinimumCount ? self.entries.count / 64 : Int.max
+        var popped = 0
         while let entry = self.entries.first, entry.deadline <= now {
+            if popped == burstAfter {
+                self.removeDueBurst(at: now, into: &batch, isLive: isLive)
+                return
+            }
             self.removeFirst()
+            popped += 1
             if isLive(entry) {
                 batch.append(entry)
             }
@@ -77,26 +79,6 @@ struct TimerQueue {
 
     /// Below this many entries, due entries are always popped one by one (the heap is in cache).
     static let burstMinimumCount = 4_096
-
-    /// Whether at least `limit` entries are due at `now`, counted by a walk that skips every subtree whose root is
-    /// not due and stops at `limit`.
-    ///
-    /// - Complexity: O(min(*k*, `limit`)) for *k* due entries.
-    private func dueCount(at now: UInt64, atLeast limit: Int) -> Bool {
-        self.entries.withUnsafeBufferPointer { buffer in
-            var found = 0
-            var pending: [Int] = [0]
-            pending.reserveCapacity(64)
-            while let index = pending.popLast() {
-                guard index < buffer.count, buffer[index].deadline <= now else { continue }
-                found += 1
-                if found >= limit { return true }
-                pending.append(2 * index + 2)
-                pending.append(2 * index + 1)
-            }
-            return false
-        }
-    }
 
     /// The burst path of `removeDue`: one scan, a heapify of what stays, a sort of what leaves.
     private mutating func removeDueBurst(at now: UInt64, into batch: inout [TimerEntry],
