@@ -30,8 +30,8 @@ public final class Loop: @unchecked Sendable {
     // MARK: Shared with other threads
     /// The lifecycle, runs, stops, waits and queued work, as a state machine (`LoopStateMachine`).
     let state = LoopLock(LoopStateMachine())
-    /// The executor identities handed out so far, two per set of modes (see `LoopJobTarget`).
-    let jobTargets = LoopLock<[LoopJobTarget]>([])
+    /// The executor identities handed out so far, an actor's and a task's per set of modes (see `LoopJobTarget`).
+    let jobTargets = LoopLock<[(actor: LoopJobTarget, task: LoopJobTarget)]>([])
 
     // MARK: Loop thread only
     var modeItemsByMode: [LoopMode: ModeItems] = [:]

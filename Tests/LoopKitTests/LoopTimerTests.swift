@@ -498,6 +498,7 @@ struct LoopTimerTests {
         let dates = (0..<count).map { _ in Int.random(in: 1...100, using: &generator) }  // many ties
         var fired: [Int] = []
         var timers: [LoopTimer] = []
+        defer { timers = [] }  // each timer's callback holds the list (a timer keeps its callback until freed)
         for (index, date) in dates.enumerated() {
             timers.append(LoopTimer(fireAt: t.at(date), on: t.isolated) { _ in
                 fired.append(index)

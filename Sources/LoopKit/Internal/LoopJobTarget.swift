@@ -65,16 +65,16 @@ extension Loop {
     /// The loop's actor and task identities for `modes` (as a set), made on first use and kept for the loop's life.
     /// Any thread.
     func jobTargets(forModes modes: [LoopMode]) -> (actor: LoopJobTarget, task: LoopJobTarget) {
-        let wanted = Set(modes)
-        return self.jobTargets.withLock { targets in
-            if let actor = targets.first(where: { $0.role == .serial && Set($0.modes) == wanted }),
-               let task = targets.first(where: { $0.role == .task && Set($0.modes) == wanted }) {
-                return (actor, task)
+        self.jobTargets.withLock { pairs in
+            // Usually the very list asked for before (`loop.executor`'s); compared as sets, allocating, only if not.
+            if let pair = pairs.first(where: { $0.actor.modes == modes })
+                ?? pairs.first(where: { Set($0.actor.modes) == Set(modes) }) {
+                return pair
             }
-            let made = (LoopJobTarget(loop: self, modes: modes, role: .serial),
-                        LoopJobTarget(loop: self, modes: modes, role: .task))
-            targets.append(contentsOf: [made.0, made.1])
-            return made
+            let pair = (actor: LoopJobTarget(loop: self, modes: modes, role: .serial),
+                        task: LoopJobTarget(loop: self, modes: modes, role: .task))
+            pairs.append(pair)
+            return pair
         }
     }
 }
