@@ -102,16 +102,18 @@ extension Loop {
         }
         ready.removeAll()  // keeps no source alive past the pass
         didWork = self.performBlocks(in: mode) || didWork || sourceHandled
-        // A signal's source runs in the next pass (step 3): the wake-up is read after it, so that the read is not
-        // between the signal and its callback. The lock is taken only when there is a wake-up to read.
-        if self.waiter.hasUnreadWakeUp && !self.state.withLock({ $0.hasSignalledSources }) {
+        // Whether a signal's source waits for the next pass (step 3): asked of the state once, and only if needed.
+        lazy var hasPendingSignal = self.state.withLock { $0.hasSignalledSources }
+        // The wake-up a signal brought is read after its source runs, so that the read is not between the signal and
+        // its callback.
+        if self.waiter.hasUnreadWakeUp && !hasPendingSignal {
             self.consumeWakeUp()
         }
 
         let result = self.result(of: items, until: deadline, sourceHandled: sourceHandled,
                                  returnAfterSourceHandled: returnAfterSourceHandled)
         // The pass that woke for a signal is not an empty one: its source runs in the next pass.
-        if slept && !didWork && result == nil && !self.state.withLock({ $0.hasSignalledSources }) {
+        if slept && !didWork && result == nil && !hasPendingSignal {
             self.emptyWakeUps.wrappingAdd(1, ordering: .relaxed)
         }
         return result

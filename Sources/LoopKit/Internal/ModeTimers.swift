@@ -108,6 +108,7 @@ struct ModeTimers {
     /// earlier stage brought in: the slot's words three entries ahead, the timer object two ahead, its lock one
     /// ahead. The slot is read afresh at each stage, so a timer that a callback removed meanwhile is never touched.
     func prefetchDue(after index: Int) {
+        guard index + 1 < self.due.count else { return }  // the last (or only) entry of a batch: nothing ahead
         self.due.withUnsafeBufferPointer { due in
             self.timers.withUnsafeBufferPointer { timers in
                 guard let timerBase = UnsafeRawPointer(timers.baseAddress) else { return }
