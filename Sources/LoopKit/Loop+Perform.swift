@@ -57,6 +57,7 @@ extension Loop {
 
     /// Moves the blocks queued since the last take from the shared state to `blockQueue`.
     private func takeQueuedBlocks() {
+        guard self.state.pending.contains(.blocks) else { return }
         var taken = self.spareBlocks
         self.spareBlocks = []
         self.state.withLock { $0.takeBlocks(into: &taken) }
@@ -71,6 +72,7 @@ extension Loop {
     func hasBlocks(for mode: LoopMode) -> Bool {
         let commonModes = self.commonModeSet
         return self.blockQueue.hasBlock(admittedIn: mode, commonModes: commonModes)
-            || self.state.withLock { $0.hasBlock(admittedIn: mode, commonModes: commonModes) }
+            || (self.state.pending.contains(.blocks)
+                && self.state.withLock { $0.hasBlock(admittedIn: mode, commonModes: commonModes) })
     }
 }

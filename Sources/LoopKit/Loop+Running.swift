@@ -40,7 +40,7 @@ extension Loop {
         }
 
         self.notifyObservers(.entry, in: items)
-        var result: RunResult? = self.state.withLock { $0.takeStop() } ? .stopped : nil
+        var result: RunResult? = self.takeStop() ? .stopped : nil
         while result == nil {
             result = self.runPass(in: items, until: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
         }
@@ -102,8 +102,8 @@ extension Loop {
         }
         ready.removeAll()  // keeps no source alive past the pass
         didWork = self.performBlocks(in: mode) || didWork || sourceHandled
-        // Whether a signal's source waits for the next pass (step 3): asked of the state once, and only if needed.
-        lazy var hasPendingSignal = self.state.withLock { $0.hasSignalledSources }
+        // Whether a signal's source waits for the next pass (step 3).
+        let hasPendingSignal = self.state.pending.contains(.signalledSources)
         // The wake-up a signal brought is read after its source runs, so that the read is not between the signal and
         // its callback.
         if self.waiter.hasUnreadWakeUp && !hasPendingSignal {
@@ -132,7 +132,7 @@ extension Loop {
         if self.clock.now >= deadline {
             return .timedOut
         }
-        if self.state.withLock({ $0.takeStop() }) {
+        if self.takeStop() {
             return .stopped
         }
         self.applyControlMessages()
@@ -202,6 +202,11 @@ extension Loop {
             }
             self.consumeWakeUp()
         }
+    }
+
+    /// Takes a stop pending for the innermost run (or sees a shutdown), without the lock when none is pending.
+    private func takeStop() -> Bool {
+        self.state.pending.contains(.stop) && self.state.withLock { $0.takeStop() }
     }
 
     /// Looks at the mode's descriptors and the wake-up channel without waiting.

@@ -12,13 +12,21 @@ extension Loop {
         self.takeSignalledSources()
         guard !self.signalledCandidates.isEmpty else { return false }
         let mode = items.mode
-        var runnable: [(index: Int, source: LoopSource)] = []
+        // The buffer is taken out for the drain, since a callback's nested run drains with its own.
+        var runnable = self.spareRunnableSources
+        self.spareRunnableSources = []
+        defer {
+            runnable.removeAll(keepingCapacity: true)
+            self.spareRunnableSources = runnable
+        }
         for (index, candidate) in self.signalledCandidates.enumerated()
         where candidate.source.candidateTicket == candidate.ticket && candidate.source.modes.contains(mode) {
             runnable.append((index, candidate.source))
         }
         guard !runnable.isEmpty else { return false }
-        runnable.sort { ($0.source.order, $0.index) < ($1.source.order, $1.index) }
+        if runnable.count > 1 {
+            runnable.sort { ($0.source.order, $0.index) < ($1.source.order, $1.index) }
+        }
 
         var handled = false
         for (_, source) in runnable where source.isValid && source.isSignalled && source.candidateTicket != 0 {
@@ -47,6 +55,7 @@ extension Loop {
 
     /// Moves the sources signalled since the last take from the shared state to `signalledCandidates`.
     private func takeSignalledSources() {
+        guard self.state.pending.contains(.signalledSources) else { return }
         var taken = self.spareSignalled
         self.spareSignalled = []
         self.state.withLock { $0.takeSignalledSources(into: &taken) }

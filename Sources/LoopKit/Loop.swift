@@ -28,36 +28,42 @@ public final class Loop: @unchecked Sendable {
     let emptyWakeUps = Atomic<UInt64>(0)
 
     // MARK: Shared with other threads
-    /// The lifecycle, runs, stops, waits and queued work, as a state machine (`LoopStateMachine`).
-    let state = LoopLock(LoopStateMachine())
+    /// The lifecycle, runs, stops, waits and queued work, as a state machine (`LoopStateMachine`), and a summary of
+    /// the queued work that the loop's thread reads without the lock.
+    let state = SharedLoopState()
     /// The executor identities handed out so far, an actor's and a task's per set of modes (see `LoopJobTarget`).
     let jobTargets = LoopLock<[(actor: LoopJobTarget, task: LoopJobTarget)]>([])
 
     // MARK: Loop thread only
-    var modeItemsByMode: [LoopMode: ModeItems] = [:]
-    var commonModeSet: Set<LoopMode> = [.default, .tracking]
+    // `@exclusivity(unchecked)`: state that every pass touches. A checked access is a call into the runtime and a
+    // thread-local lookup; on a display link's pass they were a fifth of the instructions. Only the loop's thread
+    // touches these, and no access to them spans a callout (callbacks run between accesses, never inside one).
+    @exclusivity(unchecked) var modeItemsByMode: [LoopMode: ModeItems] = [:]
+    @exclusivity(unchecked) var commonModeSet: Set<LoopMode> = [.default, .tracking]
     /// The items added to `.common`, by identity: O(1) to add and remove, however many there are.
     var commonItems: [ObjectIdentifier: any LoopItem] = [:]
-    var runningModes: [LoopMode] = []
+    @exclusivity(unchecked) var runningModes: [LoopMode] = []
     var lastSequence: UInt64 = 0
     /// The blocks taken from `state` and not run yet, across nested runs (see `BlockQueue`).
-    var blockQueue = BlockQueue()
+    @exclusivity(unchecked) var blockQueue = BlockQueue()
     /// The empty buffer traded with the state's block list at the next take, so that taking allocates nothing.
-    var spareBlocks: [QueuedBlock] = []
+    @exclusivity(unchecked) var spareBlocks: [QueuedBlock] = []
     static let spareBlocksCapacityLimit = 4_096
     /// The signalled sources taken from `state` that have not run yet, first signalled first; a source is in it
     /// while its `candidateTicket` matches (see `Loop+Sources`). Shared by nested runs, as CF's sources are.
-    var signalledCandidates: [(source: LoopSource, ticket: UInt64)] = []
-    var lastCandidateTicket: UInt64 = 0
-    var spareSignalled: [LoopSource] = []
+    @exclusivity(unchecked) var signalledCandidates: [(source: LoopSource, ticket: UInt64)] = []
+    @exclusivity(unchecked) var lastCandidateTicket: UInt64 = 0
+    @exclusivity(unchecked) var spareSignalled: [LoopSource] = []
+    /// The buffer a pass sorts its runnable signalled sources in, kept so that running one allocates nothing.
+    @exclusivity(unchecked) var spareRunnableSources: [(index: Int, source: LoopSource)] = []
     /// The tracer recording callouts, if one is attached (weak: the tracer owns the recording, not the loop).
     weak var tracer: LoopTracer?
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
-    var dueTimersScratch: [TimerEntry] = []
+    @exclusivity(unchecked) var dueTimersScratch: [TimerEntry] = []
     /// Counts waits and looks, so that a pass can tell that a run nested in a callback waited since it did.
-    var waitGeneration: UInt64 = 0
+    @exclusivity(unchecked) var waitGeneration: UInt64 = 0
     /// Counts timer fires, so that a pass can tell whether it fired any.
-    var firedTimers: UInt64 = 0
+    @exclusivity(unchecked) var firedTimers: UInt64 = 0
     /// The main loop serves the main queue from its first run on (see `Loop+MainQueue`).
     var isServingMainQueue = false
 
@@ -198,6 +204,7 @@ public final class Loop: @unchecked Sendable {
         self.signalledCandidates = []
         self.spareBlocks = []
         self.spareSignalled = []
+        self.spareRunnableSources = []
         for action in endActions {
             action()
         }
@@ -320,6 +327,7 @@ public final class Loop: @unchecked Sendable {
 
     /// Applies the item changes that other threads queued. Loop thread.
     func applyControlMessages() {
+        guard self.state.pending.contains(.controlMessages) else { return }
         let messages = self.state.withLock { $0.takeControlMessages() }
         for message in messages {
             message(self)

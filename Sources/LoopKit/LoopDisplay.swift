@@ -74,21 +74,32 @@ public final class LoopDisplay: Sendable, CustomStringConvertible {
     /// The instant of frame `index` on the grid of frames `refreshesPerFrame` refreshes long.
     func instant(ofFrame index: Int64, refreshesPerFrame k: Int) -> LoopInstant {
         guard index >= 0 else { return self.epoch }
-        let nanoseconds = UInt128(index) * UInt128(k) * 1_000_000_000 / UInt128(self.maximumRate)
-        return self.epoch + .nanoseconds(Int64(clamping: nanoseconds))
+        let offset = Self.multiply(UInt64(index), by: UInt64(k) * 1_000_000_000, dividingBy: UInt64(self.maximumRate))
+        return LoopInstant(nanoseconds: self.epoch.nanoseconds.addingClamped(offset))
     }
 
     /// The index of the last frame at or before `instant` (0 before the epoch): the largest `n` whose
     /// `instant(ofFrame: n)` is not after `instant`.
     func frameIndex(atOrBefore instant: LoopInstant, refreshesPerFrame k: Int) -> Int64 {
         guard instant > self.epoch else { return 0 }
-        let elapsed = UInt128(instant.nanoseconds - self.epoch.nanoseconds)
-        var index = Int64(clamping: elapsed * UInt128(self.maximumRate) / (UInt128(k) * 1_000_000_000))
+        let elapsed = instant.nanoseconds - self.epoch.nanoseconds
+        let quotient = Self.multiply(elapsed, by: UInt64(self.maximumRate), dividingBy: UInt64(k) * 1_000_000_000)
+        var index = Int64(clamping: quotient)
         // Frame instants are rounded down to the nanosecond, so the exact quotient can be one frame short.
         while index < .max, self.instant(ofFrame: index + 1, refreshesPerFrame: k) <= instant {
             index += 1
         }
         return index
+    }
+
+    /// `a × b ÷ c` rounded down, clamped to `UInt64`: exact, in 64-bit arithmetic while the product fits (for a
+    /// 120 Hz display, the first 4.8 years after its epoch) and in 128-bit beyond, which costs ten times as much.
+    private static func multiply(_ a: UInt64, by b: UInt64, dividingBy c: UInt64) -> UInt64 {
+        let (product, overflow) = a.multipliedReportingOverflow(by: b)
+        if !overflow {
+            return product / c
+        }
+        return UInt64(clamping: UInt128(a) * UInt128(b) / UInt128(c))
     }
 
     /// The first frame strictly after `instant` (none after `.distantFuture`: that is returned as is).

@@ -19,14 +19,26 @@ public final class LoopTimer: @unchecked Sendable {
         var isValid = true
         /// `nil` until added to a loop when the first fire is relative to "now".
         var fireDate: LoopInstant?
-        var tolerance: Duration
+        var tolerance: Duration {
+            didSet { self.toleranceNanoseconds = UInt64(max(self.tolerance.clampedNanoseconds, 0)) }
+        }
+        /// `tolerance` in whole nanoseconds (rounded up), kept so that queuing a fire does no `Duration` arithmetic.
+        private(set) var toleranceNanoseconds: UInt64
         /// Counts `setNextFireDate(_:)` calls, so that a fire can tell that its callback (or another thread)
         /// chose the next date itself.
         var fireDateVersion: UInt64 = 0
+
+        init(fireDate: LoopInstant?, tolerance: Duration) {
+            self.fireDate = fireDate
+            self.tolerance = tolerance
+            self.toleranceNanoseconds = UInt64(max(tolerance.clampedNanoseconds, 0))
+        }
     }
 
     /// The time between slots of a repeating timer; `.zero` for a one-shot timer created with a fire date.
     public let interval: Duration
+    /// `interval` in whole nanoseconds (rounded up), so that finding the next slot does no `Duration` arithmetic.
+    private let intervalNanoseconds: UInt64
     /// Whether the timer fires repeatedly.
     public let repeats: Bool
 
@@ -45,10 +57,12 @@ public final class LoopTimer: @unchecked Sendable {
 
     // MARK: Loop thread only
     private var retainedServedObject: AnyObject?
-    var modes: ModeSet = []
-    var memberships = TimerMemberships()
-    var sequence: UInt64 = 0
-    var isFiring = false
+    // `@exclusivity(unchecked)`: touched on every pass, on the loop's thread only, never across a callout (see the
+    // note in `Loop`).
+    @exclusivity(unchecked) var modes: ModeSet = []
+    @exclusivity(unchecked) var memberships = TimerMemberships()
+    @exclusivity(unchecked) var sequence: UInt64 = 0
+    @exclusivity(unchecked) var isFiring = false
 
     /// A timer that first fires `interval` after it is added to a loop.
     ///
@@ -100,6 +114,7 @@ public final class LoopTimer: @unchecked Sendable {
     init(grid: @escaping @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant,
          interval: Duration, _ callback: @escaping @Sendable (LoopTimer) -> Void) {
         self.interval = interval
+        self.intervalNanoseconds = UInt64(max(interval.clampedNanoseconds, 0))
         self.repeats = true
         self.schedule = LoopLock(Schedule(fireDate: nil, tolerance: .zero))
         self.callback = callback
@@ -119,6 +134,7 @@ public final class LoopTimer: @unchecked Sendable {
         loopPrecondition(tolerance >= .zero, "\(call): the tolerance is negative (\(tolerance))")
         // A one-shot timer with a date has no period: its interval is zero whatever was passed (as Foundation's).
         self.interval = firstFire != nil && !repeats ? .zero : interval
+        self.intervalNanoseconds = UInt64(max(self.interval.clampedNanoseconds, 0))
         self.repeats = repeats
         self.schedule = LoopLock(Schedule(fireDate: firstFire, tolerance: tolerance))
         self.callback = callback
@@ -205,7 +221,7 @@ public final class LoopTimer: @unchecked Sendable {
     func nextFire() -> (deadline: UInt64, tolerance: UInt64)? {
         self.schedule.withLock { schedule in
             guard schedule.isValid, let fireDate = schedule.fireDate else { return nil }
-            return (fireDate.nanoseconds, UInt64(max(schedule.tolerance.clampedNanoseconds, 0)))
+            return (fireDate.nanoseconds, schedule.toleranceNanoseconds)
         }
     }
 
@@ -243,14 +259,14 @@ public final class LoopTimer: @unchecked Sendable {
                 return false
             }
             schedule.fireDate = self.grid?(slot, now)
-                ?? LoopTimer.nextSlot(after: slot, interval: self.interval, now: now)
+                ?? LoopTimer.nextSlot(after: slot, step: self.intervalNanoseconds, now: now)
             return true
         }
     }
 
-    /// The first slot of the grid `slot + n × interval` (n ≥ 1) that is after `now`: missed slots are skipped.
-    static func nextSlot(after slot: LoopInstant, interval: Duration, now: LoopInstant) -> LoopInstant {
-        let step = UInt64(interval.clampedNanoseconds)
+    /// The first slot of the grid `slot + n × step` (n ≥ 1, `step` in nanoseconds) that is after `now`: missed
+    /// slots are skipped.
+    static func nextSlot(after slot: LoopInstant, step: UInt64, now: LoopInstant) -> LoopInstant {
         var next = slot.nanoseconds.addingClamped(step)
         if next <= now.nanoseconds, step > 0, next != .max {
             let missed = (now.nanoseconds - next) / step + 1

@@ -319,3 +319,52 @@ struct FinalDrainTests {
         }
     }
 }
+
+/// The summary of queued work that a pass reads without the lock (`SharedLoopState.pending`): it must say "nothing"
+/// only when there is nothing, or a pass would skip work it is owed.
+@Suite("The lock-free summary of queued work")
+struct PendingWorkSummaryTests {
+    @Test func theSummaryNamesEveryNonEmptyListAndClearsWhenTheLoopTakesIt() {
+        let state = SharedLoopState()
+        #expect(state.pending.isEmpty)
+        _ = state.withLock { $0.enqueue(.one(.default), {}) }
+        #expect(state.pending == [.blocks])
+        let source = LoopSource { _ in }
+        _ = state.withLock { $0.noteSignal(source) }
+        _ = state.withLock { $0.post { _ in } }
+        #expect(state.pending == [.blocks, .signalledSources, .controlMessages])
+
+        var blocks: [QueuedBlock] = []
+        var sources: [LoopSource] = []
+        state.withLock { $0.takeBlocks(into: &blocks) }
+        state.withLock { $0.takeSignalledSources(into: &sources) }
+        _ = state.withLock { $0.takeControlMessages() }
+        #expect(blocks.count == 1 && sources.count == 1)
+        #expect(state.pending.isEmpty)
+    }
+
+    @Test func aStopIsInTheSummaryUntilTakenAndAShutdownStays() {
+        let state = SharedLoopState()
+        _ = state.withLock { $0.requestStop() }  // no run: a no-op, as in CF
+        #expect(state.pending.isEmpty)
+        state.withLock { $0.enterRun() }
+        _ = state.withLock { $0.requestStop() }
+        #expect(state.pending == [.stop])
+        #expect(state.withLock { $0.takeStop() })
+        #expect(state.pending.isEmpty)
+        _ = state.withLock { $0.shutDown() }
+        #expect(state.withLock { $0.takeStop() })
+        #expect(state.pending == [.stop])  // sticky: every later run returns `.stopped`
+    }
+
+    @Test func aStopForAnOuterRunStaysInTheSummaryAfterTheInnerRunEnds() {
+        let state = SharedLoopState()
+        state.withLock { $0.enterRun() }
+        _ = state.withLock { $0.requestStop() }
+        state.withLock { $0.enterRun() }  // a run nested after the stop: not its stop
+        #expect(state.withLock { $0.takeStop() } == false)
+        state.withLock { $0.leaveRun() }
+        #expect(state.pending == [.stop])
+        #expect(state.withLock { $0.takeStop() })
+    }
+}

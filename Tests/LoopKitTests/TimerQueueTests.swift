@@ -107,13 +107,13 @@ struct TimerQueueTests {
 
     @Test func theNextSlotSkipsMissedSlotsAndStaysOnTheGrid() {
         let slot = LoopInstant(nanoseconds: 1_000)
-        #expect(LoopTimer.nextSlot(after: slot, interval: .nanoseconds(100), now: LoopInstant(nanoseconds: 1_050))
+        #expect(LoopTimer.nextSlot(after: slot, step: 100, now: LoopInstant(nanoseconds: 1_050))
                 == LoopInstant(nanoseconds: 1_100))
-        #expect(LoopTimer.nextSlot(after: slot, interval: .nanoseconds(100), now: LoopInstant(nanoseconds: 1_350))
+        #expect(LoopTimer.nextSlot(after: slot, step: 100, now: LoopInstant(nanoseconds: 1_350))
                 == LoopInstant(nanoseconds: 1_400))
-        #expect(LoopTimer.nextSlot(after: slot, interval: .nanoseconds(100), now: LoopInstant(nanoseconds: 1_400))
+        #expect(LoopTimer.nextSlot(after: slot, step: 100, now: LoopInstant(nanoseconds: 1_400))
                 == LoopInstant(nanoseconds: 1_500))
-        #expect(LoopTimer.nextSlot(after: .distantFuture, interval: .nanoseconds(100), now: slot) == .distantFuture)
+        #expect(LoopTimer.nextSlot(after: .distantFuture, step: 100, now: slot) == .distantFuture)
     }
 
     @Test func instantArithmeticClampsInsteadOfOverflowing() {

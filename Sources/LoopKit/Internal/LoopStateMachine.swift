@@ -26,6 +26,16 @@ struct LoopStateMachine {
         case wakeUp
     }
 
+    /// What waits for the loop's thread, as `SharedLoopState` publishes it for reads without the lock.
+    struct PendingWork: OptionSet {
+        let rawValue: UInt8
+        static let blocks = PendingWork(rawValue: 1 << 0)
+        static let signalledSources = PendingWork(rawValue: 1 << 1)
+        static let controlMessages = PendingWork(rawValue: 1 << 2)
+        /// A stop for some run, or a shutdown (which stays).
+        static let stop = PendingWork(rawValue: 1 << 3)
+    }
+
     /// What `enqueue(_:)` decided.
     enum EnqueueAction: Equatable {
         case queued(WakeAction)
@@ -198,9 +208,15 @@ struct LoopStateMachine {
         swap(&self.blocks, &spare)
     }
 
-    var hasQueuedBlocks: Bool { !self.blocks.isEmpty }
-
-    var hasSignalledSources: Bool { !self.signalledSources.isEmpty }
+    /// Which of the lists the loop's thread takes are not empty, and whether a stop or shutdown is pending.
+    var pendingWork: PendingWork {
+        var pending: PendingWork = []
+        if !self.blocks.isEmpty { pending.insert(.blocks) }
+        if !self.signalledSources.isEmpty { pending.insert(.signalledSources) }
+        if !self.controlMessages.isEmpty { pending.insert(.controlMessages) }
+        if self.lifecycle != .open || !self.stopDepths.isEmpty { pending.insert(.stop) }
+        return pending
+    }
 
     /// Whether a queued block may run in `mode`.
     func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {

@@ -2,14 +2,16 @@
 final class ModeItems {
     let mode: LoopMode
 
+    // `@exclusivity(unchecked)`: touched on every pass, on the loop's thread only, never across a callout (see the
+    // note in `Loop`).
     /// Signalled sources, in the order they were added.
-    var sources: [LoopSource] = []
+    @exclusivity(unchecked) var sources: [LoopSource] = []
     /// Descriptor sources, sorted by `(order, sequence)`: the order in which ready ones are called.
-    var descriptorSources: [LoopDescriptorSource] = []
+    @exclusivity(unchecked) var descriptorSources: [LoopDescriptorSource] = []
     /// Observers, sorted by `(order, sequence)`.
-    var observers: [LoopObserver] = []
+    @exclusivity(unchecked) var observers: [LoopObserver] = []
     /// The timers of this mode, and their queue by next fire date (see `ModeTimers`).
-    var timers = ModeTimers()
+    @exclusivity(unchecked) var timers = ModeTimers()
 
     init(mode: LoopMode) {
         self.mode = mode

@@ -17,7 +17,7 @@ import CLoopKitSystem
 final class DeadlineTimer {
     let descriptor: CInt
     /// The instant the timerfd is armed for, or 0 when disarmed.
-    private var armed: UInt64 = 0
+    @exclusivity(unchecked) private var armed: UInt64 = 0
 
     /// timerfd_create(2); `nil` where there is none or no descriptor is left (the waiter then keeps ppoll's
     /// timeout).

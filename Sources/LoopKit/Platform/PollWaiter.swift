@@ -29,16 +29,18 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// Where the waiter sleeps until a deadline of the system clock (`nil`: the poll's own timeout).
     private lazy var deadlineTimer: DeadlineTimer? =
         self.backend == .linux && self.clock.readsSystemMonotonicClock ? DeadlineTimer() : nil
-    private var polledSources: [LoopDescriptorSource] = []
+    // `@exclusivity(unchecked)`: touched by every wait, on the loop's thread only, never across a callout (see the
+    // note in `Loop`).
+    @exclusivity(unchecked) private var polledSources: [LoopDescriptorSource] = []
     /// Where the swept sources of a large mode's wait begin in `polledSources`.
-    private var firstSweptSource = 0
-    private var directlyPolledScratch: [LoopDescriptorSource] = []
-    private var registries: [ObjectIdentifier: DescriptorRegistry] = [:]
+    @exclusivity(unchecked) private var firstSweptSource = 0
+    @exclusivity(unchecked) private var directlyPolledScratch: [LoopDescriptorSource] = []
+    @exclusivity(unchecked) private var registries: [ObjectIdentifier: DescriptorRegistry] = [:]
     /// Modes whose descriptors epoll refused once: they are polled directly from then on.
-    private var refusedModes: Set<ObjectIdentifier> = []
-    private var sourcesWithNewEventsScratch: [LoopDescriptorSource] = []
+    @exclusivity(unchecked) private var refusedModes: Set<ObjectIdentifier> = []
+    @exclusivity(unchecked) private var sourcesWithNewEventsScratch: [LoopDescriptorSource] = []
     /// The last wait or look found the wake-up pipe readable, and it has not been drained since.
-    private(set) var hasUnreadWakeUp = false
+    @exclusivity(unchecked) private(set) var hasUnreadWakeUp = false
     /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it.
     var largeModeThreshold = PollWaiter.defaultLargeModeThreshold
     static let defaultLargeModeThreshold = 32
