@@ -31,7 +31,7 @@ extension Loop {
         let items = self.modeItems(for: mode)
         self.runningModes.append(mode)
         self.state.withLock { $0.enterRun() }
-        if deadline > self.clock.now {
+        if !self.hasReached(deadline) {
             self.waiter.runWillBegin(in: items)  // not for a run that only looks, as a host loop's pass
         }
         defer {
@@ -82,7 +82,7 @@ extension Loop {
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
         var slept = false
         // A mode that became empty has nothing to wait for: the pass ends `.finished` instead of sleeping.
-        if !sourceHandled && self.clock.now < deadline && !self.isEmpty(items) {
+        if !sourceHandled && !self.hasReached(deadline) && !self.isEmpty(items) {
             self.notifyObservers(.beforeWaiting, in: items)
             // No user code runs from here until the wait returns.
             slept = self.sleep(in: items, until: deadline, into: &ready)
@@ -129,7 +129,7 @@ extension Loop {
         if returnAfterSourceHandled && sourceHandled {
             return .handledSource
         }
-        if self.clock.now >= deadline {
+        if self.hasReached(deadline) {
             return .timedOut
         }
         if self.takeStop() {
@@ -140,6 +140,12 @@ extension Loop {
             return .finished
         }
         return nil
+    }
+
+    /// Whether the clock has reached `deadline`; never for `.distantFuture`, which no clock reaches (a run without a
+    /// deadline, as a loop thread's, reads no clock for it).
+    private func hasReached(_ deadline: LoopInstant) -> Bool {
+        deadline != .distantFuture && self.clock.now >= deadline
     }
 
     /// Whether `mode` has no sources, timers or blocks that could run in it.

@@ -39,12 +39,9 @@ extension Loop {
     /// Fires the entries of the mode's due batch from `nextDue` on, in order; each is counted as taken before its
     /// callback runs.
     private func fireUnfiredDueTimers(of items: ModeItems) {
-        while items.timers.nextDue < items.timers.due.count {
-            let entry = items.timers.due[items.timers.nextDue]
-            items.timers.prefetchDue(after: items.timers.nextDue)
-            items.timers.nextDue += 1
+        while let (entry, timer) = items.timers.takeNextDue() {
             // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
-            guard let timer = items.timers.timer(for: entry), !timer.isFiring, timer.isValid else { continue }
+            guard let timer, !timer.isFiring, timer.isValid else { continue }
             self.firedTimers &+= 1
             let stillScheduled = self.callOut(.timer) {
                 timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock)

@@ -139,7 +139,8 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// The link's timer fired for the grid point `slot`. Loop thread.
     private func fire(slot: LoopInstant) {
         guard !self.isPaused, slot != .distantFuture else { return }
-        if self.resumed.exchange(false, ordering: .acquiringAndReleasing) {
+        // Loaded first: the exchange is a locked instruction, and a link is seldom resumed.
+        if self.resumed.load(ordering: .relaxed) && self.resumed.exchange(false, ordering: .acquiringAndReleasing) {
             self.previousIndex = nil
         }
         // A link fired late (its mode was not running) reports the grid point that just passed, not its old slot.

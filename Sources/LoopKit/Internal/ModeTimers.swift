@@ -101,13 +101,26 @@ struct ModeTimers {
         self.queue.checkInvariants()
     }
 
+    /// Takes the next entry of the due batch (counted as taken before its timer fires), with its timer while the
+    /// entry is live, and starts loading what the entries after it will touch. `nil` once the batch is fired.
+    ///
+    /// One mutating call, so that the fire loop works on the mode's timers in place: non-mutating calls through
+    /// the mode's `timers` property copied the whole struct (a retain and a release of each of its arrays) per fire.
+    mutating func takeNextDue() -> (entry: TimerEntry, timer: LoopTimer?)? {
+        guard self.nextDue < self.due.count else { return nil }
+        let entry = self.due[self.nextDue]
+        self.prefetchDue(after: self.nextDue)
+        self.nextDue += 1
+        return (entry, self.timer(for: entry))
+    }
+
     /// Starts loading, a few entries ahead of the fire loop at `index` in `due`, what firing them will touch.
     ///
     /// A large batch fires in date order, which is no order in memory: each timer's slot, object and lock would be a
     /// cache miss in turn, one waiting for the other. This asks for them in stages, each reading only what an
     /// earlier stage brought in: the slot's words three entries ahead, the timer object two ahead, its lock one
     /// ahead. The slot is read afresh at each stage, so a timer that a callback removed meanwhile is never touched.
-    func prefetchDue(after index: Int) {
+    private func prefetchDue(after index: Int) {
         guard index + 1 < self.due.count else { return }  // the last (or only) entry of a batch: nothing ahead
         self.due.withUnsafeBufferPointer { due in
             self.timers.withUnsafeBufferPointer { timers in
