@@ -94,7 +94,9 @@ extension Loop {
         }
 
         let timersBefore = self.firedTimers
-        self.fireDueTimers(in: items, now: self.clock.now)
+        if items.timers.count > 0 {  // a mode without timers reads no clock for them
+            self.fireDueTimers(in: items, now: self.clock.now)
+        }
         didWork = didWork || self.firedTimers != timersBefore
         if !ready.isEmpty && !(returnAfterSourceHandled && sourceHandled) {
             sourceHandled = self.performReadyDescriptorSources(

@@ -24,10 +24,12 @@ public final class LoopSource: @unchecked Sendable {
     let link = LoopLink()
 
     // MARK: Loop thread only
-    var modes: ModeSet = []
+    // `@exclusivity(unchecked)`: read by every pass that runs the source, on the loop's thread only, never across a
+    // callout (see the note in `Loop`).
+    @exclusivity(unchecked) var modes: ModeSet = []
     var sequence: UInt64 = 0
     /// The ticket of the source's entry in its loop's `signalledCandidates`, or 0 when it has none.
-    var candidateTicket: UInt64 = 0
+    @exclusivity(unchecked) var candidateTicket: UInt64 = 0
 
     /// A signalled source.
     ///
