@@ -67,6 +67,7 @@ extension Duration {
     /// The duration in whole nanoseconds, a fraction rounded toward positive infinity (`roundingUp`) or negative
     /// infinity; exact for any duration (its components fit in 128 bits of attoseconds).
     func wholeNanoseconds(roundingUp: Bool) -> Int128 {
+        if self == .zero { return 0 }  // most timers' tolerance, and a dated one-shot's interval: skip the division
         let (seconds, attoseconds) = self.components
         let total = Int128(seconds) * 1_000_000_000_000_000_000 + Int128(attoseconds)
         let (quotient, remainder) = total.quotientAndRemainder(dividingBy: 1_000_000_000)  // truncates toward zero

@@ -36,37 +36,54 @@ struct ScaleScenario: Scenario {
         _ = Self.foundationTimers(count: 1_000)  // warm-up, discarded
         var report = ScenarioReport(name: "scale/timers", title: "schedule n timers, cancel half, fire the rest",
                                     unit: .nanosecondsPerOperation)
-        for size in sizes {
-            for (name, measure, limit) in [("LoopKit", Self.loopKitTimers, Int.max),
-                                           ("Foundation", Self.foundationTimers, Self.foundationLimit)] {
-                let implementation = "\(name), \(Format.number(Double(size))) timers"
-                guard size <= limit else {
-                    report.notes.append("\(implementation): not run (a sorted array: O(n²) in all, minutes at this "
-                                        + "size; see the 100,000 row's growth).")
-                    continue
-                }
-                // Small sizes take a millisecond or two, where one slice of another tenant's time is a large share:
-                // they are repeated, and the median run is reported. LoopKit's large sizes are repeated too, since
-                // the verdict divides the largest by the smallest: one slow second of the host would decide it.
-                let repetitions = size <= 1_000 ? 15 : (name == "LoopKit" ? 3 : 1)
-                let runs = (0..<repetitions).map { _ in measure(size) }.sorted { $0.total < $1.total }
-                let phases = runs[runs.count / 2]
-                var result = ImplementationResult(
-                    implementation: implementation,
-                    distribution: Distribution(runs.map { $0.total / Double(2 * size) }))
-                result.figures = [Figure(name: "schedule ns", value: phases.schedule / Double(size)),
-                                  Figure(name: "cancel ns", value: phases.cancel / Double(size / 2)),
-                                  Figure(name: "fire ns", value: phases.fire / Double(size - size / 2))]
-                report.results.append(result)
+        // LoopKit's sizes are measured in rounds, each taking a third of every size's samples, so that the host's
+        // noise during the run falls on all sizes alike: the verdict divides the largest size by the smallest, and
+        // a size measured alone in a slow (or fast) second of the host would decide it.
+        let rounds = 3
+        var loopKitRuns: [Int: [Phases]] = [:]
+        for _ in 0..<rounds {
+            for size in sizes {
+                let repetitions = size <= 1_000 ? 15 / rounds : 1
+                loopKitRuns[size, default: []] += (0..<repetitions).map { _ in Self.loopKitTimers(count: size) }
             }
+        }
+        for size in sizes {
+            report.results.append(Self.result("LoopKit, \(Format.number(Double(size))) timers", size: size,
+                                              runs: loopKitRuns[size] ?? []))
+            let implementation = "Foundation, \(Format.number(Double(size))) timers"
+            guard size <= Self.foundationLimit else {
+                report.notes.append("\(implementation): not run (a sorted array: O(n²) in all, minutes at this "
+                                    + "size; see the 100,000 row's growth).")
+                continue
+            }
+            // Small sizes take a millisecond or two, where one slice of another tenant's time is a large share: they
+            // are repeated, and the median run is reported.
+            let repetitions = size <= 1_000 ? 15 : 1
+            report.results.append(Self.result(implementation, size: size,
+                                              runs: (0..<repetitions).map { _ in Self.foundationTimers(count: size) }))
         }
         report.notes.insert(
             "Each sample: the thread's CPU time for scheduling n one-shot timers with fire dates in random order "
                 + "(all already due), invalidating every other one, then running the loop until the rest have fired, "
                 + "divided by 2n operations (n schedules, n/2 cancels, n/2 fires). 15 samples at 1,000 timers; above, "
                 + "3 for LoopKit and 1 for Foundation (a tenth of each size with --quick); the per-phase ns per "
-                + "operation beside them are the median sample's.", at: 0)
+                + "operation beside them are the median sample's. LoopKit's sizes are taken in 3 rounds (5 samples "
+                + "of 1,000, then one of each larger size), so that the host's noise falls on every size alike.",
+            at: 0)
         return report
+    }
+
+    /// A size's row: every run's ns per operation, and the median run's phases.
+    private static func result(_ implementation: String, size: Int, runs: [Phases]) -> ImplementationResult {
+        let sorted = runs.sorted { $0.total < $1.total }
+        let phases = sorted[sorted.count / 2]
+        var result = ImplementationResult(
+            implementation: implementation,
+            distribution: Distribution(sorted.map { $0.total / Double(2 * size) }))
+        result.figures = [Figure(name: "schedule ns", value: phases.schedule / Double(size)),
+                          Figure(name: "cancel ns", value: phases.cancel / Double(size / 2)),
+                          Figure(name: "fire ns", value: phases.fire / Double(size - size / 2))]
+        return result
     }
 
     struct Phases {
@@ -82,8 +99,15 @@ struct ScaleScenario: Scenario {
         return (0..<count).map { _ in UInt64.random(in: 0..<1_000_000_000, using: &random) }
     }
 
-    /// Runs on a fresh thread, so that CPU time is the work's alone.
+    /// Runs on a fresh thread, so that CPU time is the work's alone, with the memory that earlier samples freed given
+    /// back to the system first (malloc_trim(3)): every sample then pays for fresh pages, as a million timers always
+    /// do. Without it, a 1,000-timer sample sometimes found its pages still mapped and sometimes not, depending on
+    /// where the allocator's heap ended, and ran a third faster or not: the smallest size's figure, which the
+    /// verdict divides by, moved between runs by that much.
     static func onFreshThread<R>(_ body: @escaping @Sendable () -> R) -> R {
+        #if canImport(Glibc)
+        _ = malloc_trim(0)
+        #endif
         let result = Handoff<R>()
         let thread = BenchThread(name: "bench-scale") { ready in
             ready()
