@@ -144,10 +144,10 @@ extension Loop {
         return nil
     }
 
-    /// Whether the clock has reached `deadline`; never for `.distantFuture`, which no clock reaches (a run without a
-    /// deadline, as a loop thread's, reads no clock for it).
+    /// Whether the clock has reached `deadline`. The system clock never reaches `.distantFuture`, so a run without a
+    /// deadline on it (a loop thread's) reads no clock for this; a manual clock may have been advanced that far.
     private func hasReached(_ deadline: LoopInstant) -> Bool {
-        deadline != .distantFuture && self.clock.now >= deadline
+        (deadline != .distantFuture || self.clockCanReachDistantFuture) && self.clock.now >= deadline
     }
 
     /// Whether `mode` has no sources, timers or blocks that could run in it.

@@ -70,7 +70,15 @@ extension Loop {
 
     /// Forgets candidates that ran, were invalidated or lost their signal, so the list keeps none of them alive.
     func dropSpentCandidates() {
-        self.signalledCandidates.removeAll { candidate in
+        // Filtered outside the property: dropping a candidate may free the last reference to its source, and the
+        // deinit of what its callbacks capture is user code, which may invalidate another source and so come back.
+        var candidates = self.signalledCandidates
+        self.signalledCandidates = []
+        defer {
+            candidates.append(contentsOf: self.signalledCandidates)  // whatever such user code added meanwhile
+            self.signalledCandidates = candidates
+        }
+        candidates.removeAll { candidate in
             let source = candidate.source
             guard source.candidateTicket == candidate.ticket, source.isValid, source.isSignalled else {
                 if source.candidateTicket == candidate.ticket {

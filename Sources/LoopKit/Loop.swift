@@ -11,8 +11,8 @@ import Synchronization
 /// signalling sources and invalidating items are safe from any thread; an item added from another thread takes
 /// effect at once, since the call wakes the loop.
 // @unchecked Sendable: every `var` below the "Loop thread only" mark is touched only on the loop's thread (checked by
-// `preconditionIsCurrent`); cross-thread state is in `state` (a lock around a state machine) and `waiter` (whose
-// cross-thread calls are thread-safe).
+// `preconditionIsCurrent`); cross-thread state is in `state` (a lock around a state machine, with an atomic summary
+// of its queued work) and `waiter` (whose cross-thread calls are thread-safe).
 public final class Loop: @unchecked Sendable {
     enum Owner: Equatable {
         case thread(token: UInt64)
@@ -21,6 +21,9 @@ public final class Loop: @unchecked Sendable {
 
     // MARK: Immutable; readable from any thread
     let clock: any LoopClock
+    /// A clock that others move (a `ManualLoopClock`) may be advanced to `.distantFuture`; the system clock, counting
+    /// nanoseconds since boot, never gets there.
+    let clockCanReachDistantFuture: Bool
     /// Where the loop sleeps and how it is woken (the only sleeping machinery; see `LoopWaiter`).
     let waiter: any LoopWaiter
     private let owner: Owner
@@ -89,6 +92,7 @@ public final class Loop: @unchecked Sendable {
 
     init(clock: any LoopClock, owner: Owner, waiter: any LoopWaiter) {
         self.clock = clock
+        self.clockCanReachDistantFuture = !clock.readsSystemMonotonicClock
         self.waiter = waiter
         self.owner = owner
     }
@@ -188,7 +192,8 @@ public final class Loop: @unchecked Sendable {
     /// new work. Breaks the cycles through callbacks that capture the loop, so the loop is freed. Called on the
     /// exiting thread.
     func threadDidExit() {
-        self.state.withLock { $0.end() }
+        let dropped = self.state.withLock { $0.end() }
+        withExtendedLifetime(dropped) {}  // released here, after the lock: a deinit may call back into the loop
         self.tracer = nil
         self.commonItems = [:]
         var endActions: [@Sendable () -> Void] = []  // once per mode of the source: each action ends it only once
@@ -200,11 +205,14 @@ public final class Loop: @unchecked Sendable {
         }
         self.modeItemsByMode = [:]
         self.waiter.forgetModes()
+        // Moved out before they are released: a deinit of a capture is user code, which may reach these again.
+        let abandoned = (self.blockQueue.takeAll(), self.signalledCandidates)
         self.blockQueue = BlockQueue()
         self.signalledCandidates = []
         self.spareBlocks = []
         self.spareSignalled = []
         self.spareRunnableSources = []
+        withExtendedLifetime(abandoned) {}
         for action in endActions {
             action()
         }

@@ -74,7 +74,7 @@ public final class LoopDisplay: Sendable, CustomStringConvertible {
     /// The instant of frame `index` on the grid of frames `refreshesPerFrame` refreshes long.
     func instant(ofFrame index: Int64, refreshesPerFrame k: Int) -> LoopInstant {
         guard index >= 0 else { return self.epoch }
-        let offset = Self.multiply(UInt64(index), by: UInt64(k) * 1_000_000_000, dividingBy: UInt64(self.maximumRate))
+        let offset = Self.product(UInt64(index), UInt64(k) * 1_000_000_000, dividedBy: UInt64(self.maximumRate))
         return LoopInstant(nanoseconds: self.epoch.nanoseconds.addingClamped(offset))
     }
 
@@ -83,7 +83,7 @@ public final class LoopDisplay: Sendable, CustomStringConvertible {
     func frameIndex(atOrBefore instant: LoopInstant, refreshesPerFrame k: Int) -> Int64 {
         guard instant > self.epoch else { return 0 }
         let elapsed = instant.nanoseconds - self.epoch.nanoseconds
-        let quotient = Self.multiply(elapsed, by: UInt64(self.maximumRate), dividingBy: UInt64(k) * 1_000_000_000)
+        let quotient = Self.product(elapsed, UInt64(self.maximumRate), dividedBy: UInt64(k) * 1_000_000_000)
         var index = Int64(clamping: quotient)
         // Frame instants are rounded down to the nanosecond, so the exact quotient can be one frame short.
         while index < .max, self.instant(ofFrame: index + 1, refreshesPerFrame: k) <= instant {
@@ -94,7 +94,7 @@ public final class LoopDisplay: Sendable, CustomStringConvertible {
 
     /// `a × b ÷ c` rounded down, clamped to `UInt64`: exact, in 64-bit arithmetic while the product fits (for a
     /// 120 Hz display, the first 4.8 years after its epoch) and in 128-bit beyond, which costs ten times as much.
-    private static func multiply(_ a: UInt64, by b: UInt64, dividingBy c: UInt64) -> UInt64 {
+    private static func product(_ a: UInt64, _ b: UInt64, dividedBy c: UInt64) -> UInt64 {
         let (product, overflow) = a.multipliedReportingOverflow(by: b)
         if !overflow {
             return product / c

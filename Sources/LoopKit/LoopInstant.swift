@@ -42,6 +42,12 @@ public struct LoopInstant: Hashable, Comparable, Sendable, CustomStringConvertib
 }
 
 extension UInt64 {
+    /// `self + other`, stopping at `UInt64.max` instead of overflowing (an instant plus a delay in nanoseconds).
+    func addingClamped(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = self.addingReportingOverflow(other)
+        return overflow ? .max : sum
+    }
+
     /// `self + delta` in nanoseconds, a fraction rounded up, clamped to `0...UInt64.max`: exact for any duration.
     func clampedAdding(_ delta: Duration) -> UInt64 {
         Self.clamped(Int128(self) + delta.wholeNanoseconds(roundingUp: true))
@@ -62,6 +68,11 @@ extension Duration {
     /// period), clamped to `Int64`'s range.
     var clampedNanoseconds: Int64 {
         Int64(clamping: self.wholeNanoseconds(roundingUp: true))
+    }
+
+    /// `clampedNanoseconds` for a length that cannot be negative (a period, a tolerance): 0 for a negative one.
+    var nonNegativeNanoseconds: UInt64 {
+        UInt64(max(self.clampedNanoseconds, 0))
     }
 
     /// The duration in whole nanoseconds, a fraction rounded toward positive infinity (`roundingUp`) or negative

@@ -128,7 +128,8 @@ extension Loop {
     /// them (so a block queued from now on is refused rather than lost). Loop thread.
     func takeRemainingBlocks(final: Bool) -> (blocks: [QueuedBlock], ended: Bool) {
         let taken = self.blockQueue.takeAll()
-        let (queued, ended) = self.state.withLock { $0.takeRemainingBlocks(final: final) }
+        let (queued, ended, dropped) = self.state.withLock { $0.takeRemainingBlocks(final: final) }
+        withExtendedLifetime(dropped) {}  // released here, after the lock
         return (taken + queued, ended)
     }
 }

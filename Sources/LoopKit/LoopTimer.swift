@@ -20,7 +20,7 @@ public final class LoopTimer: @unchecked Sendable {
         /// `nil` until added to a loop when the first fire is relative to "now".
         var fireDate: LoopInstant?
         var tolerance: Duration {
-            didSet { self.toleranceNanoseconds = UInt64(max(self.tolerance.clampedNanoseconds, 0)) }
+            didSet { self.toleranceNanoseconds = self.tolerance.nonNegativeNanoseconds }
         }
         /// `tolerance` in whole nanoseconds (rounded up), kept so that queuing a fire does no `Duration` arithmetic.
         private(set) var toleranceNanoseconds: UInt64
@@ -31,7 +31,7 @@ public final class LoopTimer: @unchecked Sendable {
         init(fireDate: LoopInstant?, tolerance: Duration) {
             self.fireDate = fireDate
             self.tolerance = tolerance
-            self.toleranceNanoseconds = UInt64(max(tolerance.clampedNanoseconds, 0))
+            self.toleranceNanoseconds = tolerance.nonNegativeNanoseconds
         }
     }
 
@@ -114,7 +114,7 @@ public final class LoopTimer: @unchecked Sendable {
     init(grid: @escaping @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant,
          interval: Duration, _ callback: @escaping @Sendable (LoopTimer) -> Void) {
         self.interval = interval
-        self.intervalNanoseconds = UInt64(max(interval.clampedNanoseconds, 0))
+        self.intervalNanoseconds = interval.nonNegativeNanoseconds
         self.repeats = true
         self.schedule = LoopLock(Schedule(fireDate: nil, tolerance: .zero))
         self.callback = callback
@@ -134,7 +134,7 @@ public final class LoopTimer: @unchecked Sendable {
         loopPrecondition(tolerance >= .zero, "\(call): the tolerance is negative (\(tolerance))")
         // A one-shot timer with a date has no period: its interval is zero whatever was passed (as Foundation's).
         self.interval = firstFire != nil && !repeats ? .zero : interval
-        self.intervalNanoseconds = UInt64(max(self.interval.clampedNanoseconds, 0))
+        self.intervalNanoseconds = self.interval.nonNegativeNanoseconds
         self.repeats = repeats
         self.schedule = LoopLock(Schedule(fireDate: firstFire, tolerance: tolerance))
         self.callback = callback

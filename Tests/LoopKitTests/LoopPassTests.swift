@@ -18,6 +18,20 @@ struct LoopPassTests {
         #expect(loop.run(mode: "never-used", before: .distantFuture) == .finished)
     }
 
+    @Test func aManualClockAdvancedToTheDistantFutureHasReachedEveryDeadline() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let fired = Recorder<String>()
+        let timer = LoopTimer(interval: .seconds(1), repeats: true) { _ in fired.append("timer") }
+        loop.add(timer, forMode: .default)
+        clock.advance(to: .distantFuture)
+        // One non-blocking pass, as for any deadline already reached: the due timer fires, nothing sleeps.
+        #expect(loop.run(mode: .default, before: .distantFuture) == .timedOut)
+        #expect(fired.elements == ["timer"])
+        timer.invalidate()
+    }
+
     @Test func onePassWithADueTimerCallsObserversInCFOrder() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <sched.h>
@@ -55,6 +56,14 @@ int cbench_set_timer_slack_ns(unsigned long nanoseconds) {
 int cbench_set_realtime(int priority) {
     struct sched_param parameter = {.sched_priority = priority};
     return sched_setscheduler(0, SCHED_FIFO, &parameter);
+}
+
+int cbench_release_free_memory(void) {
+#if defined(__GLIBC__)
+    return malloc_trim(0);
+#else
+    return 0;
+#endif
 }
 
 long cbench_raise_descriptor_limit(long wanted) {

@@ -135,8 +135,6 @@ struct LoopStateMachine {
 
     var isShuttingDownOrEnded: Bool { self.lifecycle != .open }
 
-    var hasEnded: Bool { self.lifecycle == .ended }
-
     var isLoopWaiting: Bool { self.isWaiting }
 
     var lifecycleState: Lifecycle { self.lifecycle }
@@ -237,23 +235,37 @@ struct LoopStateMachine {
     }
 
     /// Takes every queued block for the thread's final drain; on the `final` round, or when none are left, the loop
-    /// ends with them, so that a block queued from now on is refused instead of lost.
-    mutating func takeRemainingBlocks(final: Bool) -> (blocks: [QueuedBlock], ended: Bool) {
+    /// ends with them, so that a block queued from now on is refused instead of lost. What the end drops is returned
+    /// too, to be released after the lock.
+    mutating func takeRemainingBlocks(final: Bool) -> (blocks: [QueuedBlock], ended: Bool, dropped: DroppedWork?) {
         let blocks = self.blocks
         self.blocks = []
         if blocks.isEmpty || final {
-            self.end()
-            return (blocks, true)
+            return (blocks, true, self.end())
         }
-        return (blocks, false)
+        return (blocks, false, nil)
     }
 
     /// The loop's thread is gone: nothing queued can run, and nothing more is accepted.
-    mutating func end() {
+    ///
+    /// - Returns: The queued work, which the caller releases after the lock: releasing it may free the last
+    ///   reference to an item or a capture whose deinit is user code, which may call back into this loop.
+    mutating func end() -> DroppedWork {
         self.lifecycle = .ended
-        self.blocks = []
-        self.controlMessages = []
-        self.signalledSources = []
         self.stopDepths = []
+        defer {
+            self.blocks = []
+            self.controlMessages = []
+            self.signalledSources = []
+        }
+        return DroppedWork(blocks: self.blocks, controlMessages: self.controlMessages,
+                           signalledSources: self.signalledSources)
+    }
+
+    /// Work that can no longer run, held until the caller has released the lock.
+    struct DroppedWork {
+        let blocks: [QueuedBlock]
+        let controlMessages: [@Sendable (Loop) -> Void]
+        let signalledSources: [LoopSource]
     }
 }

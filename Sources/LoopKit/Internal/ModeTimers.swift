@@ -154,9 +154,4 @@ struct ModeTimers {
         let pushes = self.pushes
         self.queue.compact { pushes[Int($0.slot)] == $0.push }
     }
-
-    /// Lets go of every timer and entry (the loop is ending).
-    mutating func removeAll() {
-        self = ModeTimers()
-    }
 }

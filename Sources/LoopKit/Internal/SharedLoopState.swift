@@ -2,8 +2,8 @@ import Synchronization
 
 /// A loop's `LoopStateMachine` behind its lock, with a lock-free summary of what is queued for the loop's thread.
 ///
-/// Every transition goes through `withLock`, which republishes the summary before it releases the lock, so the
-/// summary is exact whenever the lock is free. The loop's thread reads it without the lock to skip taking the lock
+/// Every transition goes through `withLock`, which republishes the summary (when it changed) before it releases the
+/// lock, so the summary is exact whenever the lock is free. The loop's thread reads it without the lock to skip taking the lock
 /// for lists that are empty, as they are in most passes. Such a read can only miss work that another thread is
 /// queueing at that very instant, and that work is not lost: `beginWait()` decides under the lock and refuses to
 /// sleep while anything is queued. Any thread for `withLock`; `pending` is for the loop's thread.
@@ -17,7 +17,14 @@ struct SharedLoopState: ~Copyable, Sendable {
     @inline(__always)
     func withLock<Result>(_ body: (inout LoopStateMachine) throws -> Result) rethrows -> Result {
         try self.machine.withLock { machine in
-            defer { self.summary.store(machine.pendingWork.rawValue, ordering: .releasing) }
+            defer {
+                // Stored only when it changes: most transitions (a query, a second block) leave it as it was, and a
+                // store would take the line that the loop's thread reads every pass away from it.
+                let pending = machine.pendingWork.rawValue
+                if self.summary.load(ordering: .relaxed) != pending {
+                    self.summary.store(pending, ordering: .releasing)
+                }
+            }
             return try body(&machine)
         }
     }

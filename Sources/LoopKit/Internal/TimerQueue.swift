@@ -230,10 +230,3 @@ struct TimerQueue {
         #endif
     }
 }
-
-extension UInt64 {
-    func addingClamped(_ other: UInt64) -> UInt64 {
-        let (sum, overflow) = self.addingReportingOverflow(other)
-        return overflow ? .max : sum
-    }
-}

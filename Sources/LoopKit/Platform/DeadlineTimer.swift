@@ -16,7 +16,8 @@ import CLoopKitSystem
 /// Loop thread only.
 final class DeadlineTimer {
     let descriptor: CInt
-    /// The instant the timerfd is armed for, or 0 when disarmed.
+    /// The instant the timerfd is armed for, or 0 when disarmed. Unchecked: read by every wait, on the loop's thread
+    /// only, never across a callout (see the note in `Loop`).
     @exclusivity(unchecked) private var armed: UInt64 = 0
 
     /// timerfd_create(2); `nil` where there is none or no descriptor is left (the waiter then keeps ppoll's

@@ -39,6 +39,8 @@ int cbench_set_timer_slack_ns(unsigned long nanoseconds);
 /// Puts the calling thread in the real-time class (sched_setscheduler(2), SCHED_FIFO at `priority`), as display
 /// link threads run on other systems. Needs root or CAP_SYS_NICE.
 int cbench_set_realtime(int priority);
+/// Gives the memory that the allocator holds free back to the system (glibc's malloc_trim(3)); 0 where there is none.
+int cbench_release_free_memory(void);
 /// Raises the soft limit on open descriptors to `wanted` (or the hard limit, if lower). Returns the new soft limit.
 long cbench_raise_descriptor_limit(long wanted);
 

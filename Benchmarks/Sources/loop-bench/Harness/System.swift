@@ -33,6 +33,12 @@ enum System {
         _ = cloopkit_set_scheduler_slice(500_000)
     }
 
+    /// Gives the memory the allocator holds free back to the system (malloc_trim(3)), so that what is allocated next
+    /// starts on fresh pages.
+    static func releaseFreeMemory() {
+        _ = cbench_release_free_memory()
+    }
+
     /// Moves the calling thread to the real-time class (SCHED_FIFO); `false` where that is not permitted.
     static func setRealtimePriority() -> Bool {
         cbench_set_realtime(10) == 0

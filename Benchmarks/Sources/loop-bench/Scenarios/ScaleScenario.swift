@@ -10,6 +10,10 @@ struct ScaleScenario: Scenario {
     let summary = "ns per timer operation at 1k/100k/1M timers; wake-up latency with 1/100/1,000 idle descriptors"
 
     static let sizes = [1_000, 100_000, 1_000_000]
+    /// Samples taken at 1,000 timers, where one slice of another tenant's time is a large share of a sample.
+    static let smallSizeSamples = 15
+    /// LoopKit's sizes are measured in this many interleaved rounds (see `timers(_:)`).
+    static let loopKitRounds = 3
     /// Foundation's timers live in a sorted array per mode (O(n) per insert and remove); past this size a run would
     /// take minutes, so it is not attempted.
     static let foundationLimit = 100_000
@@ -36,14 +40,14 @@ struct ScaleScenario: Scenario {
         _ = Self.foundationTimers(count: 1_000)  // warm-up, discarded
         var report = ScenarioReport(name: "scale/timers", title: "schedule n timers, cancel half, fire the rest",
                                     unit: .nanosecondsPerOperation)
-        // LoopKit's sizes are measured in rounds, each taking a third of every size's samples, so that the host's
-        // noise during the run falls on all sizes alike: the verdict divides the largest size by the smallest, and
-        // a size measured alone in a slow (or fast) second of the host would decide it.
-        let rounds = 3
+        // LoopKit's sizes are measured in rounds, each taking an equal share of every size's samples, so that the
+        // host's noise during the run falls on all sizes alike: the verdict divides the largest size by the smallest,
+        // and a size measured alone in a slow (or fast) second of the host would decide it.
+        let rounds = Self.loopKitRounds
         var loopKitRuns: [Int: [Phases]] = [:]
         for _ in 0..<rounds {
             for size in sizes {
-                let repetitions = size <= 1_000 ? 15 / rounds : 1
+                let repetitions = size <= 1_000 ? Self.smallSizeSamples / rounds : 1
                 loopKitRuns[size, default: []] += (0..<repetitions).map { _ in Self.loopKitTimers(count: size) }
             }
         }
@@ -58,17 +62,20 @@ struct ScaleScenario: Scenario {
             }
             // Small sizes take a millisecond or two, where one slice of another tenant's time is a large share: they
             // are repeated, and the median run is reported.
-            let repetitions = size <= 1_000 ? 15 : 1
+            let repetitions = size <= 1_000 ? Self.smallSizeSamples : 1
             report.results.append(Self.result(implementation, size: size,
                                               runs: (0..<repetitions).map { _ in Self.foundationTimers(count: size) }))
         }
         report.notes.insert(
             "Each sample: the thread's CPU time for scheduling n one-shot timers with fire dates in random order "
                 + "(all already due), invalidating every other one, then running the loop until the rest have fired, "
-                + "divided by 2n operations (n schedules, n/2 cancels, n/2 fires). 15 samples at 1,000 timers; above, "
-                + "3 for LoopKit and 1 for Foundation (a tenth of each size with --quick); the per-phase ns per "
-                + "operation beside them are the median sample's. LoopKit's sizes are taken in 3 rounds (5 samples "
-                + "of 1,000, then one of each larger size), so that the host's noise falls on every size alike.",
+                + "divided by 2n operations (n schedules, n/2 cancels, n/2 fires), on a fresh thread, with the memory "
+                + "earlier samples freed given back to the system first (malloc_trim), so that every size starts on "
+                + "fresh pages. \(Self.smallSizeSamples) samples at 1,000 timers; above, \(rounds) for LoopKit and 1 "
+                + "for Foundation (a tenth of each size with --quick); the per-phase ns per operation beside them are "
+                + "the median sample's. LoopKit's sizes are taken in \(rounds) rounds (\(Self.smallSizeSamples / rounds) "
+                + "samples of 1,000, then one of each larger size), so that the host's noise falls on every size "
+                + "alike; Foundation's after them.",
             at: 0)
         return report
     }
@@ -105,9 +112,7 @@ struct ScaleScenario: Scenario {
     /// where the allocator's heap ended, and ran a third faster or not: the smallest size's figure, which the
     /// verdict divides by, moved between runs by that much.
     static func onFreshThread<R>(_ body: @escaping @Sendable () -> R) -> R {
-        #if canImport(Glibc)
-        _ = malloc_trim(0)
-        #endif
+        System.releaseFreeMemory()
         let result = Handoff<R>()
         let thread = BenchThread(name: "bench-scale") { ready in
             ready()
