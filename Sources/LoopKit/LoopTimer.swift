@@ -15,7 +15,8 @@ import Synchronization
 // @unchecked Sendable: `callback` and the `// MARK: Loop thread only` state are touched only on the loop's thread
 // (the loop is the only caller); cross-thread state is in `schedule` (a LoopLock).
 public final class LoopTimer: @unchecked Sendable {
-    private struct Schedule {
+    /// The timer's cross-thread state, and its tie to its loop, under one lock.
+    struct Schedule: LoopTieHolding {
         var isValid = true
         /// `nil` until added to a loop when the first fire is relative to "now".
         var fireDate: LoopInstant?
@@ -27,6 +28,7 @@ public final class LoopTimer: @unchecked Sendable {
         /// Counts `setNextFireDate(_:)` calls, so that a fire can tell that its callback (or another thread)
         /// chose the next date itself.
         var fireDateVersion: UInt64 = 0
+        var tie = LoopTie()
 
         init(fireDate: LoopInstant?, tolerance: Duration) {
             self.fireDate = fireDate
@@ -47,7 +49,8 @@ public final class LoopTimer: @unchecked Sendable {
     /// Where a timer on a grid of its own (a display link) fires next: given the slot just fired (or `nil` for the
     /// first fire) and now, the first grid point after now. `nil` for an ordinary timer.
     private let grid: (@Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant)?
-    let link = LoopLink()
+    /// The loop the timer belongs to, kept under the schedule's lock.
+    let link: LoopLink<Schedule>
     /// A re-arm from another thread is on its way to the loop (`Loop.rescheduleTimer`): more need not queue another.
     let isRequeuePending = Atomic<Bool>(false)
 
@@ -117,6 +120,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.intervalNanoseconds = interval.nonNegativeNanoseconds
         self.repeats = true
         self.schedule = LoopLock(Schedule(fireDate: nil, tolerance: .zero))
+        self.link = LoopLink(sharing: self.schedule)
         self.callback = callback
         self.grid = grid
     }
@@ -137,6 +141,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.intervalNanoseconds = self.interval.nonNegativeNanoseconds
         self.repeats = repeats
         self.schedule = LoopLock(Schedule(fireDate: firstFire, tolerance: tolerance))
+        self.link = LoopLink(sharing: self.schedule)
         self.callback = callback
         self.grid = nil
     }
@@ -168,25 +173,23 @@ public final class LoopTimer: @unchecked Sendable {
     /// Called from the timer's own callback, it replaces the slot the timer would have moved to (a one-shot timer
     /// then fires again at `date`). A date in the past fires on the loop's next pass.
     public func setNextFireDate(_ date: LoopInstant) {
-        let wasValid = self.schedule.withLock { schedule in
+        let loop = self.schedule.withLock { schedule in
             schedule.fireDate = date
             schedule.fireDateVersion &+= 1
-            return schedule.isValid
+            return schedule.isValid ? schedule.tie.loop : nil
         }
-        guard wasValid, let loop = self.link.loop else { return }
-        loop.rescheduleTimer(self)
+        loop?.rescheduleTimer(self)
     }
 
     /// Stops the timer for good and removes it from every mode. Any thread, the timer's own callback included.
     ///
     /// Invalidating an invalid timer does nothing.
     public func invalidate() {
-        let wasValid = self.schedule.withLock { schedule in
+        let loop = self.schedule.withLock { schedule in
             defer { schedule.isValid = false }
-            return schedule.isValid
+            return schedule.isValid ? schedule.tie.loop : nil
         }
-        guard wasValid, let loop = self.link.loop else { return }
-        loop.detachEverywhere(self)
+        loop?.detachEverywhere(self)
     }
 
     /// Makes the next addition to a loop choose the first fire date again (display links resumed before joining a

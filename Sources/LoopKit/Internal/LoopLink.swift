@@ -1,17 +1,19 @@
 /// The loop an item belongs to: set by the item's first `add`, weakly held, readable from any thread.
 ///
 /// An item serves one loop at a time (as a CFRunLoopTimer does); once that loop is gone it may join another.
-/// A struct around its lock, not an object of its own: an item (a million timers, say) allocates one block less.
-struct LoopLink: Sendable {
-    private struct Target {
-        weak var loop: Loop?
-    }
+/// The tie lives in state guarded by one of the item's locks (`Holder`): a lock of its own (`LoopTie`), or, for a
+/// timer, the lock of its schedule, so that a timer (a million of them, say) allocates one block and one mutex less.
+struct LoopLink<Holder: LoopTieHolding>: Sendable {
+    private let lock: LoopLock<Holder>
 
-    private let target = LoopLock(Target())
+    /// A link kept in the state `lock` guards.
+    init(sharing lock: LoopLock<Holder>) {
+        self.lock = lock
+    }
 
     /// The loop the item belongs to, if it was added to one that still exists.
     var loop: Loop? {
-        self.target.withLock { $0.loop }
+        self.lock.withLock { $0.tie.loop }
     }
 
     /// Ties the item to `loop`.
@@ -20,22 +22,46 @@ struct LoopLink: Sendable {
     /// - Precondition: The item does not belong to another loop that is still running.
     @discardableResult
     func bind(to loop: Loop, kind: String, call: StaticString) -> Bool {
-        self.target.withLock { target in
-            if let current = target.loop, current === loop || !current.hasEnded {
+        self.lock.withLock { holder in
+            if let current = holder.tie.loop, current === loop || !current.hasEnded {
                 loopPrecondition(current === loop, "\(call): this \(kind) already belongs to another loop")
                 return false
             }
-            target.loop = loop
+            holder.tie.loop = loop
             return true
         }
     }
+}
+
+extension LoopLink where Holder == LoopTie {
+    /// A link with a lock of its own.
+    init() {
+        self.init(sharing: LoopLock(LoopTie()))
+    }
+}
+
+/// An item's tie to its loop: weak, so that an item does not keep its loop alive.
+struct LoopTie: LoopTieHolding {
+    weak var loop: Loop?
+
+    var tie: LoopTie {
+        get { self }
+        set { self = newValue }
+    }
+}
+
+/// Locked state that holds an item's `LoopTie`.
+protocol LoopTieHolding {
+    var tie: LoopTie { get set }
 }
 
 /// What the loop needs from every item it keeps in modes. Loop thread only, except `isValid` and `link`.
 protocol LoopItem: AnyObject {
     /// The type's public name, for precondition messages.
     static var kind: String { get }
-    var link: LoopLink { get }
+    /// The state the item's tie to its loop lives in (see `LoopLink`).
+    associatedtype LinkHolder: LoopTieHolding
+    var link: LoopLink<LinkHolder> { get }
     var isValid: Bool { get }
     /// The modes of its loop the item is in (never `common`). Loop thread only.
     var modes: ModeSet { get set }
