@@ -357,6 +357,17 @@ struct PendingWorkSummaryTests {
         #expect(state.pending == [.stop])  // sticky: every later run returns `.stopped`
     }
 
+    @Test func theEndHandsBackWhatItDropsToBeReleasedAfterTheLock() {
+        let state = SharedLoopState()
+        _ = state.withLock { $0.enqueue(.one(.default), {}) }
+        _ = state.withLock { $0.noteSignal(LoopSource { _ in }) }
+        _ = state.withLock { $0.post { _ in } }
+        let dropped = state.withLock { $0.end() }
+        #expect(dropped.blocks.count == 1 && dropped.signalledSources.count == 1 && dropped.controlMessages.count == 1)
+        #expect(state.pending == [.stop])  // ended: every later run returns `.stopped`
+        #expect(state.withLock { $0.enqueue(.one(.default), {}) } == .refused)
+    }
+
     @Test func aStopForAnOuterRunStaysInTheSummaryAfterTheInnerRunEnds() {
         let state = SharedLoopState()
         state.withLock { $0.enterRun() }
