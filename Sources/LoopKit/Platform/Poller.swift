@@ -38,38 +38,28 @@ final class SystemPoller: Poller {
         case millisecondTimeout
     }
 
-    /// The `pollfd`s of the next wait: a buffer of our own rather than an array, so that the sleep is not inside a
-    /// dynamically checked access to a stored property (whose end, after the sleep, costs a cold thread-local read).
-    private var descriptors: UnsafeMutablePointer<pollfd>
-    private var capacity = 16
-    private(set) var count = 0
+    /// The `pollfd`s of the next wait. Unchecked, so that the sleep is not inside a dynamically checked access to a
+    /// stored property (whose end, after the sleep, costs a cold thread-local read): loop thread only, and no access
+    /// to it spans a callout (see the note in `Loop`).
+    @exclusivity(unchecked) private var descriptors: [pollfd] = []
     private let call: Call
 
     init(call: Call = .nanosecondTimeout) {
         self.call = call
-        self.descriptors = .allocate(capacity: self.capacity)
+        self.descriptors.reserveCapacity(16)
     }
 
-    deinit {
-        self.descriptors.deallocate()
-    }
+    /// The number of descriptors set for the next wait.
+    var count: Int { self.descriptors.count }
 
     /// Forgets the descriptors of the previous pass, keeping the buffer.
     func reset() {
-        self.count = 0
+        self.descriptors.removeAll(keepingCapacity: true)
     }
 
     /// Adds `descriptor` to the next wait, watching `events` (error, hang-up and invalid are always reported).
     func append(_ descriptor: CInt, events: DescriptorEvents) {
-        if self.count == self.capacity {
-            let larger = UnsafeMutablePointer<pollfd>.allocate(capacity: self.capacity * 2)
-            larger.moveInitialize(from: self.descriptors, count: self.count)
-            self.descriptors.deallocate()
-            self.descriptors = larger
-            self.capacity *= 2
-        }
-        (self.descriptors + self.count).initialize(to: pollfd(fd: descriptor, events: events.pollMask, revents: 0))
-        self.count += 1
+        self.descriptors.append(pollfd(fd: descriptor, events: events.pollMask, revents: 0))
     }
 
     /// Sleeps until a descriptor is ready or `timeoutNanoseconds` pass; a negative timeout waits for a descriptor.
@@ -82,16 +72,18 @@ final class SystemPoller: Poller {
     ///   after a pause of up to a millisecond).
     @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
     func waitForEvents(timeoutNanoseconds: Int64) -> Int {
-        let (descriptors, count) = (self.descriptors, self.count)
-        let outcome = Result { () throws(SystemCallError) in
-            switch self.call {
-            case .nanosecondTimeout:
-                try systemCall("ppoll", interrupts: .report, descriptors: .user) {
-                    cloopkit_poll_ns(descriptors, UInt(count), timeoutNanoseconds)
-                }
-            case .millisecondTimeout:
-                try systemCall("poll", interrupts: .report, descriptors: .user) {
-                    poll(descriptors, nfds_t(count), SystemPoller.milliseconds(timeoutNanoseconds))
+        let call = self.call
+        let outcome = self.descriptors.withUnsafeMutableBufferPointer { buffer in
+            Result { () throws(SystemCallError) in
+                switch call {
+                case .nanosecondTimeout:
+                    try systemCall("ppoll", interrupts: .report, descriptors: .user) {
+                        cloopkit_poll_ns(buffer.baseAddress, UInt(buffer.count), timeoutNanoseconds)
+                    }
+                case .millisecondTimeout:
+                    try systemCall("poll", interrupts: .report, descriptors: .user) {
+                        poll(buffer.baseAddress, nfds_t(buffer.count), SystemPoller.milliseconds(timeoutNanoseconds))
+                    }
                 }
             }
         }
@@ -137,8 +129,7 @@ final class SystemPoller: Poller {
 
     /// What the last wait reported for the descriptor at `index`.
     func events(at index: Int) -> DescriptorEvents {
-        assert(index >= 0 && index < self.count, "LoopKit bug: no descriptor at \(index) of the wait")
-        return DescriptorEvents(pollResult: self.descriptors[index].revents)
+        DescriptorEvents(pollResult: self.descriptors[index].revents)
     }
 }
 
