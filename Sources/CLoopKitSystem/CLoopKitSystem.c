@@ -112,18 +112,18 @@ int cloopkit_epoll_control(int epoll_fd, int operation, int fd, uint32_t events)
 #endif
 }
 
-int cloopkit_epoll_ready(int epoll_fd, int *fds, uint32_t *events, int capacity) {
+int cloopkit_epoll_wait(int epoll_fd, int *fds, uint32_t *events, int capacity, int timeout_ms) {
 #if defined(__linux__)
     struct epoll_event ready[64];
     int limit = capacity < 64 ? capacity : 64;
-    int count = epoll_wait(epoll_fd, ready, limit, 0);
+    int count = epoll_wait(epoll_fd, ready, limit, timeout_ms);
     for (int i = 0; i < count; i++) {
         fds[i] = ready[i].data.fd;
         events[i] = ready[i].events;
     }
     return count;
 #else
-    (void)epoll_fd; (void)fds; (void)events; (void)capacity;
+    (void)epoll_fd; (void)fds; (void)events; (void)capacity; (void)timeout_ms;
     errno = ENOSYS;
     return -1;
 #endif
@@ -150,6 +150,11 @@ int cloopkit_timerfd_arm(int fd, uint64_t deadline_ns) {
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+int cloopkit_timerfd_clear(int fd) {
+    uint64_t expirations = 0;
+    return read(fd, &expirations, sizeof expirations) < 0 ? -1 : 0;
 }
 
 bool cloopkit_is_main_thread(void) {

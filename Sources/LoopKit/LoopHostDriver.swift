@@ -44,9 +44,9 @@ public final class LoopHostDriver {
         self.mode = mode
         self.epoll = epoll
         self.deadlineTimer = loop.clock.readsSystemMonotonicClock ? DeadlineTimer() : nil
-        _ = epoll.add(loop.waiter.wakeUpDescriptor, watching: .readable)
+        _ = epoll.addOwn(loop.waiter.wakeUpDescriptor)
         if let deadlineTimer {
-            _ = epoll.add(deadlineTimer.descriptor, watching: .readable)
+            _ = epoll.addOwn(deadlineTimer.descriptor)
         }
         loop.serveMainQueueIfNeeded()  // the main loop's main-queue source, before the first `prepare()` looks
     }

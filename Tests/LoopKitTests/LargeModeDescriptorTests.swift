@@ -62,7 +62,7 @@ struct LargeModeDescriptorTests {
         let registry = try #require(DescriptorRegistry(sources: sources))
         for pipe in pipes { pipe.write() }
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
-        registry.collectReady(into: &ready)
+        _ = registry.collectReady(into: &ready)
         #expect(ready.map(\.0.order) == [1, 2, 3])
         #expect(ready.allSatisfy { $0.1 == .readable })
     }
@@ -380,7 +380,7 @@ struct LargeModeDescriptorTests {
         first.write()
         second.write()  // both files under one number are ready: epoll reports the number twice
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
-        registry.collectReady(into: &ready)
+        _ = registry.collectReady(into: &ready)
         #expect(ready.count == 1)
     }
 
@@ -403,5 +403,114 @@ struct LargeModeDescriptorTests {
             pipe.write()  // only the tracking mode's epoll set can wake the loop for this
         } == .handledSource)
         #expect(reports.elements == [.tracking])
+    }
+
+    @Test func aLargeModeSleepsInItsEpollSetItselfUntilATimerAWakeUpOrADescriptor() throws {
+        let clock = SystemLoopClock()
+        let poller = RecordingPoller()
+        let waiter = try PollWaiter(backend: .linux, clock: clock, poller: poller)
+        waiter.largeModeThreshold = 1
+        let loop = Loop(clock: clock, waiter: waiter)
+        defer { loop.invalidate() }
+        let pipe = try TestPipe()
+        let reads = Recorder<String>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+            reads.append(pipe.readAll())
+        }, forMode: .default)
+        let due = loop.now + .milliseconds(5)
+        let firedAt = Recorder<LoopInstant>()
+        loop.add(LoopTimer(fireAt: due) { _ in firedAt.append(loop.now) }, forMode: .default)
+        let performed = Recorder<String>()
+        let before = loop.counters
+
+        #expect(self.runUntilHandled(loop) {  // asleep until the timer, then for ever: a block, then the pipe
+            guard waitUntil({ firedAt.count == 1 && loop.isWaiting }) else { return }
+            loop.perform { performed.append("block") }
+            guard waitUntil({ performed.count == 1 && loop.isWaiting }) else { return }
+            pipe.write("x")
+        } == .handledSource)
+        #expect(try #require(firedAt.elements.first) >= due)
+        #expect(performed.elements == ["block"])
+        #expect(reads.elements == ["x"])
+        #expect(loop.counters.since(before).blockingWaits >= 3)
+        // Every sleep was in the epoll set, which holds the wake-up pipe and the deadline timer: the poller only
+        // looked (the sweeps for closes), and never slept.
+        #expect(!poller.timeouts.isEmpty)
+        #expect(poller.timeouts.allSatisfy { $0 == 0 })
+    }
+
+    @Test func aLargeModeWhoseLastTimerWasInvalidatedSleepsThroughTheInstantItWasArmedFor() throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        let pipe = try TestPipe()
+        let reports = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
+        let timer = LoopTimer(fireAt: loop.now + .milliseconds(10)) { _ in }
+        loop.add(timer, forMode: .default)
+        #expect(self.runUntilHandled(loop) {  // the sleep is armed for the timer
+            pipe.write()
+        } == .handledSource)
+        _ = pipe.readAll()
+        #expect(reports.count == 1)
+        timer.invalidate()
+        let wakes = Recorder<LoopActivity>()
+        loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) }, forMode: .default)
+        let stopper = startThread {
+            guard waitUntil({ loop.isWaiting }) else { return }
+            usleep(30_000)  // past the instant the timer was armed for
+            loop.stop()
+        }
+        defer { stopper.join() }
+
+        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        #expect(wakes.count == 1)  // the stop's: no wake-up at the old timer's instant
+    }
+
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func anExpiredDeadlineTimerTheKernelRefusesToReArmDoesNotEndEveryWait(_ path: DescriptorWaitPath) throws {
+        let loop = try path.makeLoop()
+        defer { loop.invalidate() }
+        defer { SystemCallFaults.clearForCurrentThread() }
+        let pipe = try TestPipe()
+        _ = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
+        let due = loop.now + .milliseconds(2)
+        let firedAt = Recorder<LoopInstant>()
+        loop.add(LoopTimer(fireAt: due) { _ in
+            firedAt.append(loop.now)
+            // The timer's descriptor has expired; every arming from now on fails, so none clears it.
+            SystemCallFaults.inject(EINVAL, into: "timerfd_settime", count: 1_000_000)
+        }, forMode: .default)
+        let end = loop.now + .milliseconds(50)
+        let before = loop.counters
+
+        #expect(loop.run(mode: .default, before: end) == .timedOut)
+        #expect(try #require(firedAt.elements.first) >= due)
+        #expect(loop.now >= end)
+        // Not a spin on the expired descriptor: a few waits, then the poll's own timeout.
+        #expect(loop.counters.since(before).waits < 20)
+    }
+}
+
+/// A poller that makes the loop's polls (ppoll) and records the timeout of each. Loop thread only.
+private final class RecordingPoller: Poller {
+    private let base = SystemPoller()
+    private(set) var timeouts: [Int64] = []
+
+    var count: Int { self.base.count }
+
+    func reset() {
+        self.base.reset()
+    }
+
+    func append(_ descriptor: CInt, events: DescriptorEvents) {
+        self.base.append(descriptor, events: events)
+    }
+
+    func waitForEvents(timeoutNanoseconds: Int64) -> Int {
+        self.timeouts.append(timeoutNanoseconds)
+        return self.base.waitForEvents(timeoutNanoseconds: timeoutNanoseconds)
+    }
+
+    func events(at index: Int) -> DescriptorEvents {
+        self.base.events(at: index)
     }
 }

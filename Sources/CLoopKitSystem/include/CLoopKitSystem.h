@@ -32,7 +32,7 @@ int cloopkit_epoll_create(void);
 #define CLOOPKIT_EPOLL_MODIFY 1
 #define CLOOPKIT_EPOLL_REMOVE 2
 
-/// epoll's event bits, for `cloopkit_epoll_control` and `cloopkit_epoll_ready` (EPOLLIN, EPOLLOUT, EPOLLERR,
+/// epoll's event bits, for `cloopkit_epoll_control` and `cloopkit_epoll_wait` (EPOLLIN, EPOLLOUT, EPOLLERR,
 /// EPOLLHUP), without including sys/epoll.h where there is none.
 #define CLOOPKIT_EPOLL_IN 0x001u
 #define CLOOPKIT_EPOLL_OUT 0x004u
@@ -44,9 +44,13 @@ int cloopkit_epoll_create(void);
 /// reported).
 int cloopkit_epoll_control(int epoll_fd, int operation, int fd, uint32_t events);
 
-/// epoll_wait(2) without blocking: the descriptors that are ready (up to `capacity`, at most 64) and their events
-/// (CLOOPKIT_EPOLL_IN, _OUT, _ERR, _HUP). Returns the count, or -1 with errno set.
-int cloopkit_epoll_ready(int epoll_fd, int *fds, uint32_t *events, int capacity);
+/// epoll_wait(2) for up to `timeout_ms` milliseconds (0: without blocking; negative: until one is ready): the
+/// descriptors that are ready (up to `capacity`, at most 64) and their events (CLOOPKIT_EPOLL_IN, _OUT, _ERR, _HUP).
+/// Returns the count, or -1 with errno set.
+int cloopkit_epoll_wait(int epoll_fd, int *fds, uint32_t *events, int capacity, int timeout_ms);
+
+/// read(2) of a timerfd's expiry count, which clears the expiry; -1 with errno EAGAIN when it has not expired.
+int cloopkit_timerfd_clear(int fd);
 
 /// timerfd_create(2) on CLOCK_MONOTONIC with TFD_NONBLOCK | TFD_CLOEXEC; -1 with errno ENOSYS elsewhere.
 int cloopkit_timerfd_create(void);

@@ -37,6 +37,8 @@ final class DescriptorRegistry {
     }
 
     private var epoll: EpollSet
+    /// The waiter's wake-up pipe and deadline timer, registered in every epoll set beside the sources.
+    private let waiterDescriptors: [CInt]
     private var registrations: [CInt: Registration] = [:]
     private var needsRebuild = false
     /// The numbers of the last collect, reused so that collecting allocates nothing: those reported (a number
@@ -63,13 +65,23 @@ final class DescriptorRegistry {
     /// The descriptor to poll: readable while a registered descriptor is ready.
     var descriptor: CInt { self.epoll.descriptor }
 
-    /// Registers `sources`; `nil` where there is no epoll or no descriptor left (the mode keeps ppoll). Check
-    /// `hasFailed` after: epoll may refuse the sources.
-    init?(sources: [LoopDescriptorSource]) {
+    /// Registers `sources`, and the waiter's own descriptors (`waiterDescriptors`: its wake-up pipe and deadline
+    /// timer), so that a wait can sleep in the epoll set itself; `nil` where there is no epoll or no descriptor left
+    /// (the mode keeps ppoll). Check `hasFailed` after: epoll may refuse the sources.
+    init?(sources: [LoopDescriptorSource], waiterDescriptors: [CInt] = []) {
         guard let epoll = EpollSet() else { return nil }
         self.epoll = epoll
+        self.waiterDescriptors = waiterDescriptors
+        self.addWaiterDescriptors()
         for source in sources where !self.hasFailed {
             self.add(source)
+        }
+    }
+
+    /// Adds the waiter's descriptors to a new epoll set; a set that refuses them cannot be slept in.
+    private func addWaiterDescriptors() {
+        for descriptor in self.waiterDescriptors where self.epoll.addOwn(descriptor) != .done {
+            self.hasFailed = true
         }
     }
 
@@ -221,11 +233,21 @@ final class DescriptorRegistry {
     /// - a report that poll does not confirm twice in a row. Once may be a lost race (another thread or process read
     ///   the descriptor between epoll's report and the poll), which is not worth an O(n) rebuild; a stale
     ///   registration that stays ready is reported again at once.
-    func collectReady(into ready: inout [(LoopDescriptorSource, DescriptorEvents)]) {
+    ///
+    /// - Parameters:
+    ///   - timeoutMilliseconds: How long epoll may wait for a report (0: a look; negative: until one comes).
+    ///   - waiterDescriptor: Called with each of the waiter's descriptors that epoll reports ready.
+    /// - Returns: `false` when a signal interrupted the wait and nothing was collected: wait again.
+    func collectReady(
+        waitingUpTo timeoutMilliseconds: CInt = 0,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)],
+        waiterDescriptor: (CInt) -> Void = { _ in }
+    ) -> Bool {
         let start = ready.count
         self.reportedNumbers.removeAll(keepingCapacity: true)
         self.unconfirmedNumbers.removeAll(keepingCapacity: true)
-        self.epoll.forEachReady(confirmed: { descriptor, events in
+        let isCollected = self.epoll.forEachReady(waitingUpTo: timeoutMilliseconds, own: waiterDescriptor,
+                                                  confirmed: { descriptor, events in
             guard let registration = self.registrations[descriptor] else {
                 self.needsRebuild = true
                 return
@@ -244,10 +266,12 @@ final class DescriptorRegistry {
             }
             self.unconfirmedNumbers.append(descriptor)
         })
+        guard isCollected else { return false }
         swap(&self.previouslyUnconfirmed, &self.unconfirmedNumbers)
         if ready.count - start > 1 {
             ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
         }
+        return true
     }
 
     /// Adds `descriptor` to epoll, watching what its sources ask for.
@@ -301,6 +325,7 @@ final class DescriptorRegistry {
             return
         }
         self.epoll = epoll
+        self.addWaiterDescriptors()
         for (descriptor, old) in self.registrations where !self.hasFailed {
             var registration = old
             registration.isInEpoll = false

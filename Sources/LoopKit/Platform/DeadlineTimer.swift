@@ -16,9 +16,9 @@ import CLoopKitSystem
 /// Loop thread only.
 final class DeadlineTimer {
     let descriptor: CInt
-    /// The instant the timerfd is armed for, or 0 when disarmed. Unchecked: read by every wait, on the loop's thread
-    /// only, never across a callout (see the note in `Loop`).
-    @exclusivity(unchecked) private var armed: UInt64 = 0
+    /// The instant the timerfd is armed for, 0 when disarmed, or `nil` when unknown (the last change failed).
+    /// Unchecked: read by every wait, on the loop's thread only, never across a callout (see the note in `Loop`).
+    @exclusivity(unchecked) private var armed: UInt64? = 0
 
     /// timerfd_create(2); `nil` where there is none or no descriptor is left (the waiter then keeps ppoll's
     /// timeout).
@@ -44,10 +44,22 @@ final class DeadlineTimer {
         do {
             _ = try nonBlockingCall("timerfd_settime") { cloopkit_timerfd_arm(self.descriptor, wanted) }
         } catch {
-            self.armed = 0  // unknown: arm again next time
+            self.armed = nil  // unknown: set it again next time, even to disarm it
             return false
         }
         self.armed = wanted
         return true
+    }
+
+    /// Whether the timer is known to be armed for `deadline` (nanoseconds of CLOCK_MONOTONIC).
+    func isArmed(for deadline: UInt64) -> Bool {
+        deadline != 0 && self.armed == deadline
+    }
+
+    /// Clears an expiry (read(2) of the expiry count), so that the descriptor stops being readable; the timer stays
+    /// as it is. Needed where the descriptor is watched while no wait relies on it: a large mode's epoll set watches it
+    /// in every wait.
+    func clearExpiry() {
+        _ = try? nonBlockingCall("read") { cloopkit_timerfd_clear(self.descriptor) }
     }
 }

@@ -35,6 +35,10 @@ final class EpollSet {
     private var readyDescriptors = [CInt](repeating: -1, count: EpollSet.batch)
     private var readyEvents = [UInt32](repeating: 0, count: EpollSet.batch)
     private var confirmations = [pollfd](repeating: pollfd(fd: -1, events: 0, revents: 0), count: EpollSet.batch)
+    /// Where each of `confirmations` was in the last wait's reports.
+    private var confirmedReports = [Int](repeating: 0, count: EpollSet.batch)
+    /// The owner's descriptors (`addOwn`), whose reports need no confirmation.
+    private var ownDescriptors: [CInt] = []
 
     /// At most this many ready descriptors are taken per look; the rest stay ready for the next (level-triggered).
     static let batch = 64
@@ -54,6 +58,16 @@ final class EpollSet {
     /// Adds `descriptor`, watching `events` (error and hang-up are always reported). epoll_ctl(2), `EPOLL_CTL_ADD`.
     func add(_ descriptor: CInt, watching events: DescriptorEvents) -> ChangeResult {
         self.control(CLOOPKIT_EPOLL_ADD, descriptor, events)
+    }
+
+    /// Adds one of the owner's descriptors (a wake-up pipe, a timerfd), watched for reading. Its reports are passed on
+    /// unconfirmed: the owner never closes it while the set lives.
+    func addOwn(_ descriptor: CInt) -> ChangeResult {
+        let result = self.add(descriptor, watching: .readable)
+        if result == .done {
+            self.ownDescriptors.append(descriptor)
+        }
+        return result
     }
 
     /// Changes what `descriptor` is watched for. epoll_ctl(2), `EPOLL_CTL_MOD`.
@@ -96,54 +110,79 @@ final class EpollSet {
         }
     }
 
-    /// Takes the descriptors epoll reports ready, without waiting (epoll_wait(2) with a zero timeout), and confirms
-    /// them with one poll(2) on their numbers as they are now.
+    /// Waits up to `timeoutMilliseconds` for ready descriptors (epoll_wait(2); 0 looks without waiting, a negative
+    /// timeout waits until one is ready), then passes on what epoll reports: the set's own descriptors as they are,
+    /// and the rest once one poll(2) on their numbers as they are now has confirmed them.
     ///
     /// - Parameters:
-    ///   - confirmed: Called with each descriptor whose report poll confirms, and what poll reports for it (which may
-    ///     include `.invalid`: the number was closed).
+    ///   - own: Called with each of the set's own descriptors (`addOwn`) that epoll reports.
+    ///   - confirmed: Called with each other descriptor whose report poll confirms, and what poll reports for it
+    ///     (which may include `.invalid`: the number was closed).
     ///   - stale: Called with each descriptor that epoll reports but poll finds not ready: a registration that
     ///     outlived its number (its file lives on in a `dup`; the number was closed or now names another file).
-    func forEachReady(confirmed: (CInt, DescriptorEvents) -> Void, stale: (CInt) -> Void) {
+    /// - Returns: `false` when a signal interrupted the wait (`EINTR`) and nothing was taken: the caller waits again.
+    ///   When the kernel cannot allocate for it (`ENOMEM`), the wait returns after a pause with nothing taken.
+    func forEachReady(
+        waitingUpTo timeoutMilliseconds: CInt = 0,
+        own: (CInt) -> Void = { _ in },
+        confirmed: (CInt, DescriptorEvents) -> Void,
+        stale: (CInt) -> Void
+    ) -> Bool {
         let result = self.readyDescriptors.withUnsafeMutableBufferPointer { descriptors in
             self.readyEvents.withUnsafeMutableBufferPointer { events in
                 Result { () throws(SystemCallError) in
-                    try nonBlockingCall("epoll_wait") {
-                        cloopkit_epoll_ready(self.descriptor, descriptors.baseAddress, events.baseAddress,
-                                             CInt(EpollSet.batch))
+                    try systemCall("epoll_wait", interrupts: .report) {
+                        cloopkit_epoll_wait(self.descriptor, descriptors.baseAddress, events.baseAddress,
+                                            CInt(EpollSet.batch), timeoutMilliseconds)
                     }
                 }
             }
         }
-        guard case .success(.processed(let count)) = result else {
+        let count: Int
+        switch result {
+        case .success(.processed(let reported)?):
+            count = Int(reported)
+        case .success(nil):
+            return false  // EINTR
+        case .success(.wouldBlock?), .failure:
             // ENOMEM: nothing is taken now; level-triggered, the sources stay ready for the next look, and the epoll
             // descriptor readable, so the pause keeps a lasting shortage from becoming a spin.
             SystemPoller.pauseAfterFailedWait(upTo: -1)
-            return
+            return true
         }
-        guard count > 0 else { return }
-        for index in 0..<Int(count) {
+        var confirming = 0
+        for index in 0..<count {
+            let descriptor = self.readyDescriptors[index]
+            if self.ownDescriptors.contains(descriptor) {
+                own(descriptor)
+                continue
+            }
             let asked = Self.events(fromEpoll: self.readyEvents[index]).pollMask
-            self.confirmations[index] = pollfd(fd: self.readyDescriptors[index], events: asked, revents: 0)
+            self.confirmations[confirming] = pollfd(fd: descriptor, events: asked, revents: 0)
+            self.confirmedReports[confirming] = index
+            confirming += 1
         }
+        guard confirming > 0 else { return true }
         let polled = self.confirmations.withUnsafeMutableBufferPointer { buffer -> CInt in
             // Numbers may be closed: poll reports those as invalid (POLLNVAL), it does not fail on them.
             guard case .processed(let ready)? = try? nonBlockingCall("ppoll", descriptors: .user, {
-                cloopkit_poll_ns(buffer.baseAddress, UInt(count), 0)
+                cloopkit_poll_ns(buffer.baseAddress, UInt(confirming), 0)
             }) else { return -1 }
             return ready
         }
-        for index in 0..<Int(count) {
+        for slot in 0..<confirming {
+            let index = self.confirmedReports[slot]
             let descriptor = self.readyDescriptors[index]
             // If poll itself failed (ENOMEM), go by epoll's report, unconfirmed.
             let events = polled < 0
                 ? Self.events(fromEpoll: self.readyEvents[index])
-                : DescriptorEvents(pollResult: self.confirmations[index].revents)
+                : DescriptorEvents(pollResult: self.confirmations[slot].revents)
             if events.isEmpty {
                 stale(descriptor)
             } else {
                 confirmed(descriptor, events)
             }
         }
+        return true
     }
 }

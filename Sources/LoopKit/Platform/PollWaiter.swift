@@ -131,13 +131,16 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: items.descriptorSources)
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
-        return self.collectPolled(readyCount, deadlineTimer: deadlineTimer, into: &ready)
+        return self.collectPolled(readyCount, deadlineTimer: deadlineTimer, until: deadline, into: &ready)
     }
 
-    /// A large mode's wait or look: one poll on the wake-up pipe, the deadline timer, the registry's epoll descriptor
-    /// and the sources epoll refused, then what epoll reports ready; every few waits, a look at a few registered
-    /// numbers first, for closes (see `DescriptorRegistry.appendDirectlyPolled`). It costs the same with ten thousand
-    /// idle descriptors as with a hundred.
+    /// A large mode's wait or look: in the registry's epoll set, which holds the wake-up pipe and the deadline timer
+    /// beside the mode's descriptors, so that a wake-up costs epoll_wait(2) and, when sources are ready, one poll(2)
+    /// that confirms them; every few waits, a look at a few registered numbers first, for closes (see
+    /// `DescriptorRegistry.appendDirectlyPolled`). It costs the same with ten thousand idle descriptors as with a
+    /// hundred. While epoll refuses some of the mode's descriptors, or the deadline has no timer to arm (a clock other
+    /// than the system's, or a timer the kernel would not arm), the wait is one poll on the wake-up pipe, the deadline
+    /// timer, the epoll set's descriptor and the refused sources, then what epoll reports ready.
     private func wait(
         on registry: DescriptorRegistry,
         until deadline: LoopInstant?,
@@ -158,19 +161,75 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             // The sweep is a look of its own, without waiting: in the sleep, each swept socket would join a wait
             // queue and leave it again, which costs more than the extra system call.
             self.setUpPoll(deadlineTimer: nil, sources: EmptyCollection(), sweeping: direct[firstSwept...])
-            let sweptOutcome = self.collectPolled(self.look(), deadlineTimer: nil, into: &ready)
+            let sweptOutcome = self.collectPolled(self.look(), deadlineTimer: nil, until: nil, into: &ready)
             if sweptOutcome.isWokenByChannel || ready.count > start {
                 return sweptOutcome  // a close to report, or a wake-up already waiting: no sleep
             }
         }
+        if firstSwept == 0, let timeout = self.epollTimeout(until: deadline) {
+            return self.wait(inEpollOf: registry, timeoutMilliseconds: timeout, until: deadline, into: &ready)
+        }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept])
         self.poller.append(registry.descriptor, events: .readable)
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
-        let outcome = self.collectPolled(readyCount, deadlineTimer: deadlineTimer, into: &ready)
+        let outcome = self.collectPolled(readyCount, deadlineTimer: deadlineTimer, until: deadline, into: &ready)
         if readyCount > 0, !self.poller.events(at: self.poller.count - 1).isEmpty {
-            registry.collectReady(into: &ready)
+            _ = registry.collectReady(into: &ready) { _ = self.noteReport(of: $0, until: deadline) }
         }
         return outcome
+    }
+
+    /// The timeout of a wait in a large mode's epoll set until `deadline`: 0 for a look or a deadline that has passed,
+    /// -1 for no deadline or one the deadline timer is armed for; `nil` when the timer cannot be armed for it, and the
+    /// wait needs poll's nanosecond timeout instead.
+    private func epollTimeout(until deadline: LoopInstant?) -> CInt? {
+        guard let deadline else { return 0 }
+        guard let deadlineTimer = self.deadlineTimer else {
+            return deadline == .distantFuture ? -1 : nil
+        }
+        if deadline == .distantFuture {
+            // Disarmed (a system call only when it was armed), since the set watches the timer in every wait.
+            return deadlineTimer.set(nil) ? -1 : nil
+        }
+        if deadline <= self.clock.now { return 0 }
+        return deadlineTimer.set(deadline.nanoseconds) ? -1 : nil
+    }
+
+    /// Sleeps in (or looks at) the registry's epoll set, and collects what it reports.
+    private func wait(
+        inEpollOf registry: DescriptorRegistry,
+        timeoutMilliseconds: CInt,
+        until deadline: LoopInstant?,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) -> WaitOutcome {
+        var outcome = WaitOutcome()
+        repeat {
+            self.counts.count(timeoutNanoseconds: timeoutMilliseconds == 0 ? 0 : -1)
+        } while !registry.collectReady(waitingUpTo: timeoutMilliseconds, into: &ready, waiterDescriptor: { descriptor in
+            if self.noteReport(of: descriptor, until: deadline) {
+                outcome.isWokenByChannel = true
+            }
+        })
+        return outcome
+    }
+
+    /// Takes note of a report of the wake-up pipe or the deadline timer in a wait until `deadline`. A readable
+    /// deadline timer needs nothing when it is armed for this wait's deadline (the timers' phase fires what is due,
+    /// and the next arming clears it); an expiry left from an earlier deadline (the kernel refused to re-arm the
+    /// timer, or a large mode's epoll set watches it in a wait without a deadline) is cleared, or it would end every
+    /// wait.
+    ///
+    /// - Returns: Whether it is the wake-up pipe.
+    private func noteReport(of descriptor: CInt, until deadline: LoopInstant?) -> Bool {
+        if descriptor == self.wakeupPipe.readEnd {
+            self.hasUnreadWakeUp = true
+            return true
+        }
+        guard let deadlineTimer = self.deadlineTimer, descriptor == deadlineTimer.descriptor else { return false }
+        if !(deadline.map { $0 != .distantFuture && deadlineTimer.isArmed(for: $0.nanoseconds) } ?? false) {
+            deadlineTimer.clearExpiry()  // safe: expired means its instant has passed, so no wait relies on it
+        }
+        return false
     }
 
     /// Puts `ready[start...]` in `(order, sequence)` order: the sources epoll refused and those it reports come from
@@ -241,11 +300,13 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         }
     }
 
-    /// Reads what the last poll reported (`readyCount` descriptors with events): drains the wake-up pipe if it was
-    /// readable, and appends the polled sources with events.
+    /// Reads what the last poll reported (`readyCount` descriptors with events), in a wait until `deadline`: notes a
+    /// readable wake-up pipe (drained later by `consumeWakeUp()`) and deadline timer, and appends the polled sources
+    /// with events.
     private func collectPolled(
         _ readyCount: Int,
         deadlineTimer: DeadlineTimer?,
+        until deadline: LoopInstant?,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome {
         var outcome = WaitOutcome()
@@ -254,7 +315,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             self.hasUnreadWakeUp = true
             outcome.isWokenByChannel = true
         }
-        // A readable deadline timer needs nothing: the timers' phase fires what is due; the next arming clears it.
+        if let deadlineTimer, !self.poller.events(at: 1).isEmpty {
+            _ = self.noteReport(of: deadlineTimer.descriptor, until: deadline)
+        }
         let firstSource = deadlineTimer == nil ? 1 : 2
         for (offset, source) in self.polledSources.enumerated() {
             let events = self.poller.events(at: firstSource + offset)
@@ -285,7 +348,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             return nil
         }
         guard count >= self.largeModeThreshold, !self.refusedModes.contains(key) else { return nil }
-        guard let registry = DescriptorRegistry(sources: items.descriptorSources) else {
+        let waiterDescriptors = [self.wakeupPipe.readEnd] + (self.deadlineTimer.map { [$0.descriptor] } ?? [])
+        guard let registry = DescriptorRegistry(sources: items.descriptorSources,
+                                                waiterDescriptors: waiterDescriptors) else {
             return nil  // no descriptor left for an epoll set: try again when the mode next sleeps
         }
         guard registry.prepareToSleep() else {
