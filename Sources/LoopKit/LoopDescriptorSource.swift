@@ -9,7 +9,7 @@ import Synchronization
 /// reported once as `invalid`, after which the loop cancels the source (so it never spins on a dead descriptor); the
 /// source cannot tell a closed descriptor whose number was reused by a new `open`, so cancel before closing.
 ///
-/// A mode with many descriptor sources (32 or more) keeps them in an epoll set, so that a pass costs the same however
+/// A mode with many descriptor sources (16 or more) keeps them in an epoll set, so that a pass costs the same however
 /// many are idle. There, as libuv and SwiftNIO ask, cancel a source before closing its descriptor: epoll forgets a
 /// closed descriptor without a word, so a close without a cancel is found by looking: the loop looks at 16 of the
 /// mode's descriptors every 8 waits, and at all of them at the first wait of a run that begins a sweep cycle or more

@@ -3,9 +3,9 @@
 ///
 /// ppoll(2) on n descriptors does O(n) work twice per sleep: each descriptor joins a wait queue before the sleep, and
 /// is polled again and leaves the queue after the wake-up. With a thousand idle descriptors that is ~130 µs on a
-/// 2-vCPU VM, all of it between the wake-up and the first callback. A mode with `Loop.largeModeThreshold` descriptor
-/// sources or more instead sleeps in ppoll on at most three descriptors (the wake-up pipe, the deadline timer and this
-/// registry's epoll descriptor) and, when the epoll descriptor is readable, asks epoll which sources are ready.
+/// 2-vCPU VM, all of it between the wake-up and the first callback. A mode with `PollWaiter.largeModeThreshold`
+/// descriptor sources or more instead sleeps in epoll_wait(2) on this registry's set, which also holds the waiter's
+/// wake-up pipe and deadline timer (`waiterDescriptors`), and is told which sources are ready.
 ///
 /// epoll silently forgets a closed descriptor, so it cannot report the close to the source as DESIGN §1 promises.
 /// Every few waits, the loop therefore also polls a few registered numbers in turn, for a close only

@@ -11,7 +11,8 @@ import CLoopKitSystem
 /// Level-triggered, keyed by descriptor number. The kernel drops a registration by itself when the last descriptor
 /// of its open file is closed, and keeps it, under the old number, while a `dup` of the file lives on elsewhere, even
 /// after the number is reused for another file. So `forEachReady` confirms every report with poll(2) on the number as
-/// it is now, and tells stale ones apart. Linux only: `init` fails elsewhere. Loop thread only.
+/// it is now, and tells stale ones apart, except for the owner's own descriptors (`addOwn`: a wake-up pipe, a timerfd),
+/// which it never closes behind the set's back. Linux only: `init` fails elsewhere. Loop thread only.
 final class EpollSet {
     /// What a change of registration did.
     enum ChangeResult: Equatable {
