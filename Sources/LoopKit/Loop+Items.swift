@@ -171,8 +171,9 @@ extension Loop {
         if let items = self.modeItemsByMode[mode] {
             return items
         }
-        let items = ModeItems(mode: mode)
+        let items = ModeItems(mode: mode, index: Int32(self.modeItemsByIndex.count))
         self.modeItemsByMode[mode] = items
+        self.modeItemsByIndex.append(items)
         return items
     }
 
@@ -299,12 +300,20 @@ extension Loop {
 
     /// Queues the timer's next fire in each of its modes; the entries it had become stale (and a queue that is
     /// mostly stale entries is rebuilt, so re-arming a timer cannot grow a queue without bound).
-    /// `firing` is the mode whose pass fired it, if any: known without a lookup.
-    func requeue(_ timer: LoopTimer, firingIn firing: ModeItems? = nil) {
+    func requeue(_ timer: LoopTimer) {
+        self.requeue(timer, at: timer.nextFire())
+    }
+
+    /// Queues `timer`'s fire at `next` (`nil`: none) in every mode it is in. `next` is what the timer's schedule
+    /// holds; a change from another thread since is queued for the loop (`rescheduleTimer`), and applied after.
+    func requeue(_ timer: LoopTimer, at next: LoopTimer.NextFire?) {
         for membership in timer.memberships {
-            let items = firing.flatMap { $0.mode == membership.mode ? $0 : nil } ?? self.modeItemsByMode[membership.mode]
-            guard let items else { continue }
-            timer.schedule(in: items, slot: membership.slot)
+            let items = self.modeItemsByIndex[Int(membership.modeIndex)]
+            if let next {
+                items.timers.schedule(slot: membership.slot, deadline: next.deadline, tolerance: next.tolerance)
+            } else {
+                items.timers.unschedule(slot: membership.slot)
+            }
         }
     }
 

@@ -41,14 +41,15 @@ extension Loop {
     private func fireUnfiredDueTimers(of items: ModeItems) {
         while let (entry, timer) = items.timers.takeNextDue() {
             // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
-            guard let timer, !timer.isFiring, timer.isValid else { continue }
+            guard let timer, !timer.isFiring, let version = timer.beginFire() else { continue }
             self.firedTimers &+= 1
-            let stillScheduled = self.callOut(.timer) {
-                timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock)
+            let after = self.callOut(.timer) {
+                timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock, version: version)
             }
-            if stillScheduled {
-                self.requeue(timer, firingIn: items)
-            } else {
+            switch after {
+            case .requeue(let next):
+                self.requeue(timer, at: next)
+            case .done:
                 self.detachEverywhere(timer)
             }
         }

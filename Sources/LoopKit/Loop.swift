@@ -42,6 +42,8 @@ public final class Loop: @unchecked Sendable {
     // thread-local lookup; on a display link's pass they were a fifth of the instructions. Only the loop's thread
     // touches these, and no access to them spans a callout (callbacks run between accesses, never inside one).
     @exclusivity(unchecked) var modeItemsByMode: [LoopMode: ModeItems] = [:]
+    /// The same items, by `ModeItems.index`, in the order the modes were first used.
+    @exclusivity(unchecked) var modeItemsByIndex: [ModeItems] = []
     @exclusivity(unchecked) var commonModeSet: Set<LoopMode> = [.default, .tracking]
     /// The items added to `.common`, by identity: O(1) to add and remove, however many there are.
     var commonItems: [ObjectIdentifier: any LoopItem] = [:]
@@ -204,6 +206,7 @@ public final class Loop: @unchecked Sendable {
             self.detach(item, fromRealMode: mode)
         }
         self.modeItemsByMode = [:]
+        self.modeItemsByIndex = []
         self.waiter.forgetModes()
         // Moved out before they are released: a deinit of a capture is user code, which may reach these again.
         let abandoned = (self.blockQueue.takeAll(), self.signalledCandidates)

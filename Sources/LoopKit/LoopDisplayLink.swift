@@ -78,17 +78,17 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.refreshesPerFrame = refreshesPerFrame
         self.rate = Double(display.maximumRate) / Double(refreshesPerFrame)
         self.callback = callback
-        // The timer must exist before `self` does, so it reaches the link through a box filled in below.
-        let owner = DisplayLinkOwner()
         self.timer = LoopTimer(
             grid: { [display] slot, now in
                 display.nextFrame(after: max(slot ?? now, now), refreshesPerFrame: refreshesPerFrame).instant
             },
             interval: display.frameDuration(refreshesPerFrame: refreshesPerFrame)
         ) { timer in
-            owner.link?.fire(slot: timer.fireDate ?? .distantFuture)
+            // The timer holds its link while it is in a mode, so whenever it fires (a strong load: no weak reference
+            // to resolve per frame). The timer must exist before `self` does, hence this way round.
+            guard let link = timer.retainedServedObject else { return }
+            unsafeDowncast(link, to: LoopDisplayLink.self).fire(slot: timer.firingSlot, now: timer.firingNow)
         }
-        owner.link = self
         self.timer.servedObject = self
     }
 
@@ -136,15 +136,14 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.hasMonitors.store(true, ordering: .releasing)
     }
 
-    /// The link's timer fired for the grid point `slot`. Loop thread.
-    private func fire(slot: LoopInstant) {
+    /// The link's timer fired for the grid point `slot`; the loop's clock read `now` just before. Loop thread.
+    private func fire(slot: LoopInstant, now: LoopInstant) {
         guard !self.isPaused, slot != .distantFuture else { return }
         // Loaded first: the exchange is a locked instruction, and a link is seldom resumed.
         if self.resumed.load(ordering: .relaxed) && self.resumed.exchange(false, ordering: .acquiringAndReleasing) {
             self.previousIndex = nil
         }
         // A link fired late (its mode was not running) reports the grid point that just passed, not its old slot.
-        let now = self.timer.link.loop?.now ?? slot
         let index = self.display.frameIndex(atOrBefore: max(slot, now), refreshesPerFrame: self.refreshesPerFrame)
         let timestamp = self.display.instant(ofFrame: index, refreshesPerFrame: self.refreshesPerFrame)
         let target = self.display.instant(ofFrame: index + 1, refreshesPerFrame: self.refreshesPerFrame)
@@ -158,9 +157,4 @@ public final class LoopDisplayLink: @unchecked Sendable {
         }
         self.callback(self, frame)
     }
-}
-
-/// Lets a display link's timer reach the link without keeping it alive (the timer retains it while scheduled).
-private final class DisplayLinkOwner: @unchecked Sendable {  // @unchecked: set once in the link's init, then read
-    weak var link: LoopDisplayLink?
 }

@@ -35,6 +35,12 @@ public final class LoopTimer: @unchecked Sendable {
             self.tolerance = tolerance
             self.toleranceNanoseconds = tolerance.nonNegativeNanoseconds
         }
+
+        /// The fire to queue: `nil` when invalid or without a date.
+        var nextFire: NextFire? {
+            guard self.isValid, let fireDate = self.fireDate else { return nil }
+            return NextFire(deadline: fireDate.nanoseconds, tolerance: self.toleranceNanoseconds)
+        }
     }
 
     /// The time between slots of a repeating timer; `.zero` for a one-shot timer created with a fire date.
@@ -59,13 +65,18 @@ public final class LoopTimer: @unchecked Sendable {
     weak var servedObject: AnyObject?
 
     // MARK: Loop thread only
-    private var retainedServedObject: AnyObject?
+    /// `servedObject`, held while the timer is in a mode (so, whenever it fires).
+    @exclusivity(unchecked) private(set) var retainedServedObject: AnyObject?
     // `@exclusivity(unchecked)`: touched on every pass, on the loop's thread only, never across a callout (see the
     // note in `Loop`).
     @exclusivity(unchecked) var modes: ModeSet = []
     @exclusivity(unchecked) var memberships = TimerMemberships()
     @exclusivity(unchecked) var sequence: UInt64 = 0
     @exclusivity(unchecked) var isFiring = false
+    /// While a grid timer's callback runs (a display link's): the slot it fires for, and the loop's clock just before
+    /// the callback, so that the link needs neither the schedule's lock nor the loop to read them.
+    @exclusivity(unchecked) private(set) var firingSlot = LoopInstant.distantFuture
+    @exclusivity(unchecked) private(set) var firingNow = LoopInstant.distantFuture
 
     /// A timer that first fires `interval` after it is added to a loop.
     ///
@@ -221,17 +232,29 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     /// The next fire to queue (deadline and tolerance in nanoseconds), or `nil` once invalid.
-    func nextFire() -> (deadline: UInt64, tolerance: UInt64)? {
-        self.schedule.withLock { schedule in
-            guard schedule.isValid, let fireDate = schedule.fireDate else { return nil }
-            return (fireDate.nanoseconds, schedule.toleranceNanoseconds)
-        }
+    /// A fire to queue: its date and tolerance, in nanoseconds.
+    struct NextFire {
+        let deadline: UInt64
+        let tolerance: UInt64
+    }
+
+    /// What the loop does with a timer whose callback has run.
+    enum AfterFire {
+        /// Nothing more: a one-shot timer, or one invalidated (by its callback or another thread). Detach it.
+        case done
+        /// Queue it again in its modes, at `next` (`nil`: it has no date, queue nothing until one is set).
+        case requeue(at: NextFire?)
+    }
+
+    /// The fire to queue, or `nil` for none (invalidated, or no date yet). Loop thread.
+    func nextFire() -> NextFire? {
+        self.schedule.withLock { $0.nextFire }
     }
 
     /// Queues the next fire in `items`' mode, in `slot`; an invalid timer's entries there become stale.
     func schedule(in items: ModeItems, slot: Int32) {
-        if let (deadline, tolerance) = self.nextFire() {
-            items.timers.schedule(slot: slot, deadline: deadline, tolerance: tolerance)
+        if let next = self.nextFire() {
+            items.timers.schedule(slot: slot, deadline: next.deadline, tolerance: next.tolerance)
         } else {
             items.timers.unschedule(slot: slot)
         }
@@ -245,25 +268,33 @@ public final class LoopTimer: @unchecked Sendable {
         Prefetch.forWriting(address + 64)
     }
 
-    /// Runs the callback for the slot at `slot`, then works out the next fire date.
-    ///
-    /// - Returns: Whether the timer is still scheduled (so the loop must queue it again).
-    func fire(slot: LoopInstant, clock: any LoopClock) -> Bool {
-        let versionBefore = self.schedule.withLock { $0.fireDateVersion }
+    /// Whether the timer may fire now, and if so the version of its fire date (for `fire(slot:clock:version:)`);
+    /// `nil` for a timer invalidated since it was queued. One lock round trip. Loop thread.
+    func beginFire() -> UInt64? {
+        self.schedule.withLock { $0.isValid ? $0.fireDateVersion : nil }
+    }
+
+    /// Runs the callback for the slot at `slot`, then works out the next fire date, in the same lock round trip that
+    /// reads it for the queues. `version` is what `beginFire()` returned. Loop thread.
+    func fire(slot: LoopInstant, clock: any LoopClock, version: UInt64) -> AfterFire {
+        if self.grid != nil {
+            self.firingSlot = slot
+            self.firingNow = clock.now
+        }
         self.isFiring = true
         self.callback(self)
         self.isFiring = false
         let now = clock.now  // read before the lock: a clock is user code
         return self.schedule.withLock { schedule in
-            guard schedule.isValid else { return false }
-            if schedule.fireDateVersion != versionBefore { return true }
+            guard schedule.isValid else { return .done }
+            if schedule.fireDateVersion != version { return .requeue(at: schedule.nextFire) }
             guard self.repeats else {
                 schedule.isValid = false
-                return false
+                return .done
             }
             schedule.fireDate = self.grid?(slot, now)
                 ?? LoopTimer.nextSlot(after: slot, step: self.intervalNanoseconds, now: now)
-            return true
+            return .requeue(at: schedule.nextFire)
         }
     }
 
@@ -288,7 +319,7 @@ extension LoopTimer: LoopItem {
         self.isRequeuePending.store(false, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
         self.retainedServedObject = self.servedObject
         let slot = items.timers.add(self)
-        self.memberships.append(mode: items.mode, slot: slot)
+        self.memberships.append(modeIndex: items.index, slot: slot)
         self.schedule(in: items, slot: slot)
     }
 
@@ -296,7 +327,7 @@ extension LoopTimer: LoopItem {
         if self.modes.isEmpty {
             self.retainedServedObject = nil
         }
-        guard let slot = self.memberships.remove(mode: items.mode) else { return }
+        guard let slot = self.memberships.remove(modeIndex: items.index) else { return }
         items.timers.remove(slot: slot)
     }
 }

@@ -1,6 +1,9 @@
 /// Everything one mode of one loop holds. Loop thread only.
 final class ModeItems {
     let mode: LoopMode
+    /// Where the loop keeps these items in `Loop.modeItemsByIndex`: how a timer in several modes finds the others'
+    /// queues when it fires, without hashing mode names.
+    let index: Int32
 
     // `@exclusivity(unchecked)`: touched on every pass, on the loop's thread only, never across a callout (see the
     // note in `Loop`).
@@ -13,8 +16,9 @@ final class ModeItems {
     /// The timers of this mode, and their queue by next fire date (see `ModeTimers`).
     @exclusivity(unchecked) var timers = ModeTimers()
 
-    init(mode: LoopMode) {
+    init(mode: LoopMode, index: Int32) {
         self.mode = mode
+        self.index = index
     }
 
     /// Whether sources or timers keep this mode alive (observers don't; pending blocks are checked by the loop).

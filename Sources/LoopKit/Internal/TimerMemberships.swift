@@ -4,18 +4,18 @@
 /// timer in one mode, as `ModeSet` does for modes: a million timers allocate a million blocks fewer, and removing a
 /// fired timer from its mode reads no cache line outside the timer. Loop thread only.
 struct TimerMemberships: Sequence {
-    /// A mode the timer is in, and its slot in that mode's `ModeTimers`.
+    /// A mode the timer is in (its `ModeItems.index`), and the timer's slot in that mode's `ModeTimers`.
     struct Membership {
-        let mode: LoopMode
+        let modeIndex: Int32
         let slot: Int32
     }
 
     private var first: Membership?
     private var others: [Membership] = []
 
-    /// Records that the timer joined `mode` in `slot`.
-    mutating func append(mode: LoopMode, slot: Int32) {
-        let membership = Membership(mode: mode, slot: slot)
+    /// Records that the timer joined the mode of `ModeItems.index` `modeIndex` in `slot`.
+    mutating func append(modeIndex: Int32, slot: Int32) {
+        let membership = Membership(modeIndex: modeIndex, slot: slot)
         if self.first == nil {
             self.first = membership
         } else {
@@ -23,15 +23,15 @@ struct TimerMemberships: Sequence {
         }
     }
 
-    /// Forgets the membership in `mode`, keeping the others in order.
+    /// Forgets the membership in the mode of `ModeItems.index` `modeIndex`, keeping the others in order.
     ///
-    /// - Returns: The timer's slot in `mode`, or `nil` if it was not there.
-    mutating func remove(mode: LoopMode) -> Int32? {
-        if let first = self.first, first.mode == mode {
+    /// - Returns: The timer's slot in that mode, or `nil` if it was not there.
+    mutating func remove(modeIndex: Int32) -> Int32? {
+        if let first = self.first, first.modeIndex == modeIndex {
             self.first = self.others.isEmpty ? nil : self.others.removeFirst()
             return first.slot
         }
-        guard let index = self.others.firstIndex(where: { $0.mode == mode }) else { return nil }
+        guard let index = self.others.firstIndex(where: { $0.modeIndex == modeIndex }) else { return nil }
         return self.others.remove(at: index).slot
     }
 
