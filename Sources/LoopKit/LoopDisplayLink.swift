@@ -78,16 +78,15 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.refreshesPerFrame = refreshesPerFrame
         self.rate = Double(display.maximumRate) / Double(refreshesPerFrame)
         self.callback = callback
-        self.timer = LoopTimer(
-            grid: { [display] slot, now in
-                display.nextFrame(after: max(slot ?? now, now), refreshesPerFrame: refreshesPerFrame).instant
-            },
-            interval: display.frameDuration(refreshesPerFrame: refreshesPerFrame)
-        ) { timer in
+        let grid = TimerGrid { [display] slot, now in
+            display.nextFrame(after: max(slot ?? now, now), refreshesPerFrame: refreshesPerFrame).instant
+        }
+        self.timer = LoopTimer(grid: grid, interval: display.frameDuration(refreshesPerFrame: refreshesPerFrame)) {
+            timer in
             // The timer holds its link while it is in a mode, so whenever it fires (a strong load: no weak reference
             // to resolve per frame). The timer must exist before `self` does, hence this way round.
             guard let link = timer.retainedServedObject else { return }
-            unsafeDowncast(link, to: LoopDisplayLink.self).fire(slot: timer.firingSlot, now: timer.firingNow)
+            unsafeDowncast(link, to: LoopDisplayLink.self).fire(slot: grid.firingSlot, now: grid.firingNow)
         }
         self.timer.servedObject = self
     }

@@ -52,9 +52,9 @@ public final class LoopTimer: @unchecked Sendable {
 
     private let schedule: LoopLock<Schedule>
     private let callback: (LoopTimer) -> Void
-    /// Where a timer on a grid of its own (a display link) fires next: given the slot just fired (or `nil` for the
-    /// first fire) and now, the first grid point after now. `nil` for an ordinary timer.
-    private let grid: (@Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant)?
+    /// The grid of a timer that fires on one of its own (a display link's); `nil` for an ordinary timer. A reference,
+    /// so that an ordinary timer, of which a loop may hold millions, carries one word for it.
+    let grid: TimerGrid?
     /// The loop the timer belongs to, kept under the schedule's lock.
     let link: LoopLink<Schedule>
     /// A re-arm from another thread is on its way to the loop (`Loop.rescheduleTimer`): more need not queue another.
@@ -73,10 +73,6 @@ public final class LoopTimer: @unchecked Sendable {
     @exclusivity(unchecked) var memberships = TimerMemberships()
     @exclusivity(unchecked) var sequence: UInt64 = 0
     @exclusivity(unchecked) var isFiring = false
-    /// While a grid timer's callback runs (a display link's): the slot it fires for, and the loop's clock just before
-    /// the callback, so that the link needs neither the schedule's lock nor the loop to read them.
-    @exclusivity(unchecked) private(set) var firingSlot = LoopInstant.distantFuture
-    @exclusivity(unchecked) private(set) var firingNow = LoopInstant.distantFuture
 
     /// A timer that first fires `interval` after it is added to a loop.
     ///
@@ -125,8 +121,7 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     /// A repeating timer whose slots come from `grid` (used by display links).
-    init(grid: @escaping @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant,
-         interval: Duration, _ callback: @escaping @Sendable (LoopTimer) -> Void) {
+    init(grid: TimerGrid, interval: Duration, _ callback: @escaping @Sendable (LoopTimer) -> Void) {
         self.interval = interval
         self.intervalNanoseconds = interval.nonNegativeNanoseconds
         self.repeats = true
@@ -226,7 +221,7 @@ public final class LoopTimer: @unchecked Sendable {
         let now = now()
         self.schedule.withLock { schedule in
             if schedule.fireDate == nil {
-                schedule.fireDate = self.grid?(nil, now) ?? now + self.interval
+                schedule.fireDate = self.grid?.nextSlot(nil, now) ?? now + self.interval
             }
         }
     }
@@ -277,9 +272,9 @@ public final class LoopTimer: @unchecked Sendable {
     /// Runs the callback for the slot at `slot`, then works out the next fire date, in the same lock round trip that
     /// reads it for the queues. `version` is what `beginFire()` returned. Loop thread.
     func fire(slot: LoopInstant, clock: any LoopClock, version: UInt64) -> AfterFire {
-        if self.grid != nil {
-            self.firingSlot = slot
-            self.firingNow = clock.now
+        if let grid = self.grid {
+            grid.firingSlot = slot
+            grid.firingNow = clock.now
         }
         self.isFiring = true
         self.callback(self)
@@ -292,7 +287,7 @@ public final class LoopTimer: @unchecked Sendable {
                 schedule.isValid = false
                 return .done
             }
-            schedule.fireDate = self.grid?(slot, now)
+            schedule.fireDate = self.grid?.nextSlot(slot, now)
                 ?? LoopTimer.nextSlot(after: slot, step: self.intervalNanoseconds, now: now)
             return .requeue(at: schedule.nextFire)
         }
@@ -329,5 +324,23 @@ extension LoopTimer: LoopItem {
         }
         guard let slot = self.memberships.remove(modeIndex: items.index) else { return }
         items.timers.remove(slot: slot)
+    }
+}
+
+/// The grid of a timer that fires on one of its own (a display link's): where it fires next, and what its fire on the
+/// loop's thread is for, so that the callback needs neither the schedule's lock nor the loop to read them.
+// @unchecked Sendable: `nextSlot` is immutable; the firing fields are touched only on the loop's thread.
+final class TimerGrid: @unchecked Sendable {
+    /// Given the slot just fired (or `nil` for the first fire) and now, the first grid point after now.
+    let nextSlot: @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant
+
+    // MARK: Loop thread only, while the timer's callback runs
+    /// The slot the timer fires for.
+    @exclusivity(unchecked) fileprivate(set) var firingSlot = LoopInstant.distantFuture
+    /// The loop's clock just before the callback.
+    @exclusivity(unchecked) fileprivate(set) var firingNow = LoopInstant.distantFuture
+
+    init(_ nextSlot: @escaping @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant) {
+        self.nextSlot = nextSlot
     }
 }
