@@ -226,7 +226,6 @@ public final class LoopTimer: @unchecked Sendable {
         }
     }
 
-    /// The next fire to queue (deadline and tolerance in nanoseconds), or `nil` once invalid.
     /// A fire to queue: its date and tolerance, in nanoseconds.
     struct NextFire {
         let deadline: UInt64

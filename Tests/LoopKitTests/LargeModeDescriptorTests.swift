@@ -6,9 +6,10 @@ import Darwin
 import Testing
 @testable import LoopKit
 
-/// A mode with `Loop.largeModeThreshold` descriptor sources or more sleeps on an epoll set (`DescriptorRegistry`),
-/// with a sweep of a few descriptors every few waits for closes: the same contract as a small mode's ppoll. The descriptor suites run every
-/// test through both paths; these cover what only the large path has. Real threads assert order and conditions only.
+/// A mode with `PollWaiter.largeModeThreshold` descriptor sources or more sleeps in an epoll set
+/// (`DescriptorRegistry`), with a sweep of a few descriptors every few waits for closes: the same contract as a small
+/// mode's ppoll. The descriptor suites run every test through both paths; these cover what only the large path has.
+/// Real threads assert order and conditions only.
 @Suite("Descriptor sources in a large mode", .serialized, .timeLimit(.minutes(1)))
 struct LargeModeDescriptorTests {
     private func registry(of loop: Loop, mode: LoopMode = .default) -> DescriptorRegistry? {
@@ -126,6 +127,8 @@ struct LargeModeDescriptorTests {
         #expect(loop.run(mode: .default, before: clock.now + .milliseconds(50)) == .timedOut)
         // The first wait looks at every descriptor (a close made before the run is reported at once); each later one
         // polls the wake-up pipe, the epoll set and the few numbers of this wait's sweep, whatever the mode holds.
+        // (A clock other than the system's has no timerfd to arm, so these waits take the poll path, which a fake
+        // poller can watch; with one, the sleep is epoll_wait's: see the epoll-sleep tests below.)
         #expect(poller.descriptorCounts.count >= 50)
         #expect(try #require(poller.descriptorCounts.first) >= 200)
         #expect(poller.descriptorCounts.dropFirst().allSatisfy { $0 <= 2 + PollWaiter.sweepCount })
@@ -487,6 +490,109 @@ struct LargeModeDescriptorTests {
         #expect(loop.now >= end)
         // Not a spin on the expired descriptor: a few waits, then the poll's own timeout.
         #expect(loop.counters.since(before).waits < 20)
+    }
+
+    @Test func aWakeUpDuringATimedSleepInTheEpollSetRunsTheBlockBeforeTheTimer() throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        let pipe = try TestPipe()
+        _ = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
+        let events = Recorder<String>()
+        loop.add(LoopTimer(fireAt: loop.now + .seconds(30)) { _ in events.append("timer") }, forMode: .default)
+        let helper = startThread {
+            guard waitUntil({ loop.isWaiting }) else { return }  // asleep, with the timerfd armed 30 s ahead
+            loop.perform {
+                events.append("block")
+                loop.stop()
+            }
+        }
+        defer { helper.join() }
+
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(60)) == .stopped)
+        #expect(events.elements == ["block"])
+    }
+
+    @Test func signalsDuringASleepInTheEpollSetNeitherWakeItEarlyNorLoseTheTimer() throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        defer { SystemCallFaults.clearForCurrentThread() }
+        let pipe = try TestPipe()
+        _ = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
+        let due = loop.now + .milliseconds(5)
+        let firedAt = Recorder<LoopInstant>()
+        loop.add(LoopTimer(fireAt: due) { _ in
+            firedAt.append(loop.now)
+            loop.stop()
+        }, forMode: .default)
+        let wakes = Recorder<LoopActivity>()
+        loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) }, forMode: .default)
+        SystemCallFaults.inject(EINTR, into: "epoll_wait", count: 5)
+
+        #expect(loop.run(mode: .default, before: due + .seconds(30)) == .stopped)
+        #expect(SystemCallFaults.remainingForCurrentThread == 0)
+        #expect(firedAt.count == 1)
+        #expect(try #require(firedAt.elements.first) >= due)
+        #expect(wakes.count == 1)  // the timer's wake-up, not one per signal
+    }
+
+    @Test func aLastingFailureOfTheEpollSleepRunsNoPassUntilTheTimerIsDue() throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        defer { SystemCallFaults.clearForCurrentThread() }
+        let pipe = try TestPipe()
+        _ = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)  // registered in epoll
+        let due = loop.now + .milliseconds(20)
+        let firedAt = Recorder<LoopInstant>()
+        loop.add(LoopTimer(fireAt: due) { _ in
+            firedAt.append(loop.now)
+            loop.stop()
+        }, forMode: .default)
+        let wakes = Recorder<LoopActivity>()
+        loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) }, forMode: .default)
+        SystemCallFaults.inject(ENOMEM, into: "epoll_wait", count: 1_000_000)
+
+        #expect(loop.run(mode: .default, before: due + .seconds(30)) == .stopped)
+        #expect(try #require(firedAt.elements.first) >= due)
+        // About one try per millisecond, each a wait again rather than a pass with nothing to do.
+        #expect(wakes.count <= 2)
+    }
+
+    @Test func aSourceOnANumberTheLoopUsesItselfLeavesTheLoopsTimerInTheEpollSet() throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        let pipe = try TestPipe()
+        _ = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
+        // As if a source's descriptor had been closed without a cancel and the loop's timerfd had got its number.
+        let own = try #require(loop.pollWaiter?.deadlineTimerDescriptor)
+        // A timer lost from the epoll set would leave the loop asleep for ever: a watchdog wakes each such run
+        // instead, and the test fails on the order of events (or a run's result).
+        let events = Recorder<String>()
+        let finished = Recorder<Bool>()
+        let watchdog = startThread {
+            while !waitUntil(limit: .seconds(10), { finished.count > 0 }) {
+                events.append("watchdog")
+                loop.stop()
+            }
+        }
+        defer { watchdog.join() }
+        defer { finished.append(true) }
+        let stale = LoopDescriptorSource(descriptor: own, events: .readable) { _, _ in }
+        loop.add(stale, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)
+        stale.invalidate()  // must not take the loop's timer out of the epoll set with it
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)
+        let due = loop.now + .milliseconds(5)
+        let firedAt = Recorder<LoopInstant>()
+        loop.add(LoopTimer(fireAt: due) { _ in
+            firedAt.append(loop.now)
+            events.append("timer")
+            loop.stop()
+        }, forMode: .default)
+
+        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        #expect(try #require(firedAt.elements.first) >= due)
+        #expect(events.elements == ["timer"])  // woken by its timer, not by the watchdog
     }
 }
 

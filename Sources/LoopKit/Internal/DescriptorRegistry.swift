@@ -14,7 +14,7 @@
 /// simply require a cancel before the close; LoopKit asks for it too, and keeps its promise when it is forgotten.)
 ///
 /// Registrations follow the sources as they join and leave the mode (`add`, `remove`) and, before each sleep, the
-/// `events` of the sources whose events changed (`refresh`, from `Loop.descriptorSourcesWithNewEvents`). A descriptor
+/// `events` of the sources whose events changed (`refresh`, from `PollWaiter.noteNewEvents(of:)`). A descriptor
 /// closed before its source left may live on in the kernel's set under its old number (when a `dup` of its file is
 /// still open elsewhere) and report readiness that belongs to no source, even after the number is reused. `EpollSet`
 /// confirms every report with poll on the number as it is now; a report that is not confirmed twice in a row, a number
@@ -62,7 +62,8 @@ final class DescriptorRegistry {
     /// The waits a sweep cycle takes: full sweeps are no more frequent than this.
     private var fullSweepSpacing = 0
 
-    /// The descriptor to poll: readable while a registered descriptor is ready.
+    /// The set's own descriptor: readable while a registered descriptor, the wake-up pipe or the deadline timer is
+    /// ready.
     var descriptor: CInt { self.epoll.descriptor }
 
     /// Registers `sources`, and the waiter's own descriptors (`waiterDescriptors`: its wake-up pipe and deadline
@@ -237,16 +238,16 @@ final class DescriptorRegistry {
     /// - Parameters:
     ///   - timeoutMilliseconds: How long epoll may wait for a report (0: a look; negative: until one comes).
     ///   - waiterDescriptor: Called with each of the waiter's descriptors that epoll reports ready.
-    /// - Returns: `false` when a signal interrupted the wait and nothing was collected: wait again.
+    /// - Returns: How the wait ended (`EpollSet.WaitResult`): only `.collected` took anything.
     func collectReady(
         waitingUpTo timeoutMilliseconds: CInt = 0,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)],
         waiterDescriptor: (CInt) -> Void = { _ in }
-    ) -> Bool {
+    ) -> EpollSet.WaitResult {
         let start = ready.count
         self.reportedNumbers.removeAll(keepingCapacity: true)
         self.unconfirmedNumbers.removeAll(keepingCapacity: true)
-        let isCollected = self.epoll.forEachReady(waitingUpTo: timeoutMilliseconds, own: waiterDescriptor,
+        let result = self.epoll.forEachReady(waitingUpTo: timeoutMilliseconds, own: waiterDescriptor,
                                                   confirmed: { descriptor, events in
             guard let registration = self.registrations[descriptor] else {
                 self.needsRebuild = true
@@ -266,17 +267,24 @@ final class DescriptorRegistry {
             }
             self.unconfirmedNumbers.append(descriptor)
         })
-        guard isCollected else { return false }
+        guard result == .collected else { return result }
         swap(&self.previouslyUnconfirmed, &self.unconfirmedNumbers)
         if ready.count - start > 1 {
             ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
         }
-        return true
+        return .collected
     }
 
     /// Adds `descriptor` to epoll, watching what its sources ask for.
     private func enter(_ descriptor: CInt, _ registration: inout Registration) {
         registration.events = Self.union(of: registration.sources)
+        guard !self.waiterDescriptors.contains(descriptor) else {
+            // A number the waiter uses itself: the source's descriptor was closed without a cancel and the loop's
+            // pipe or timer got its number. Polled directly, so that the waiter's own registration is never changed
+            // or removed with the source.
+            registration.isRefused = true
+            return
+        }
         switch self.epoll.add(descriptor, watching: registration.events) {
         case .done:
             registration.isInEpoll = true

@@ -41,6 +41,17 @@ final class EpollSet {
     /// The owner's descriptors (`addOwn`), whose reports need no confirmation.
     private var ownDescriptors: [CInt] = []
 
+    /// How a wait in the set ended.
+    enum WaitResult: Equatable {
+        /// What epoll reported (perhaps nothing, for a look or a timeout) was passed on.
+        case collected
+        /// A signal interrupted the wait (`EINTR`); nothing was taken.
+        case interrupted
+        /// The kernel could not allocate for the wait (`ENOMEM`), or it failed otherwise; it returned after a pause
+        /// of a millisecond, with nothing taken. Level-triggered, what is ready stays ready for the next wait.
+        case failed
+    }
+
     /// At most this many ready descriptors are taken per look; the rest stay ready for the next (level-triggered).
     static let batch = 64
 
@@ -121,14 +132,13 @@ final class EpollSet {
     ///     (which may include `.invalid`: the number was closed).
     ///   - stale: Called with each descriptor that epoll reports but poll finds not ready: a registration that
     ///     outlived its number (its file lives on in a `dup`; the number was closed or now names another file).
-    /// - Returns: `false` when a signal interrupted the wait (`EINTR`) and nothing was taken: the caller waits again.
-    ///   When the kernel cannot allocate for it (`ENOMEM`), the wait returns after a pause with nothing taken.
+    /// - Returns: How the wait ended.
     func forEachReady(
         waitingUpTo timeoutMilliseconds: CInt = 0,
         own: (CInt) -> Void = { _ in },
         confirmed: (CInt, DescriptorEvents) -> Void,
         stale: (CInt) -> Void
-    ) -> Bool {
+    ) -> WaitResult {
         let result = self.readyDescriptors.withUnsafeMutableBufferPointer { descriptors in
             self.readyEvents.withUnsafeMutableBufferPointer { events in
                 Result { () throws(SystemCallError) in
@@ -144,12 +154,12 @@ final class EpollSet {
         case .success(.processed(let reported)?):
             count = Int(reported)
         case .success(nil):
-            return false  // EINTR
+            return .interrupted
         case .success(.wouldBlock?), .failure:
             // ENOMEM: nothing is taken now; level-triggered, the sources stay ready for the next look, and the epoll
             // descriptor readable, so the pause keeps a lasting shortage from becoming a spin.
             SystemPoller.pauseAfterFailedWait(upTo: -1)
-            return true
+            return .failed
         }
         var confirming = 0
         for index in 0..<count {
@@ -163,7 +173,7 @@ final class EpollSet {
             self.confirmedReports[confirming] = index
             confirming += 1
         }
-        guard confirming > 0 else { return true }
+        guard confirming > 0 else { return .collected }
         let polled = self.confirmations.withUnsafeMutableBufferPointer { buffer -> CInt in
             // Numbers may be closed: poll reports those as invalid (POLLNVAL), it does not fail on them.
             guard case .processed(let ready)? = try? nonBlockingCall("ppoll", descriptors: .user, {
@@ -184,6 +194,6 @@ final class EpollSet {
                 confirmed(descriptor, events)
             }
         }
-        return true
+        return .collected
     }
 }

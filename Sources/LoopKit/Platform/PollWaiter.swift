@@ -27,9 +27,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
 
     // MARK: Loop thread only
     private let poller: any Poller
-    /// Where the waiter sleeps until a deadline of the system clock (`nil`: the poll's own timeout).
-    private lazy var deadlineTimer: DeadlineTimer? =
-        self.backend == .linux && self.clock.readsSystemMonotonicClock ? DeadlineTimer() : nil
+    /// Where the waiter sleeps until a deadline of the system clock (`nil`: the poll's own timeout). Made with the
+    /// waiter, so that its number is taken before any source can be added: a large mode's epoll set holds it.
+    private let deadlineTimer: DeadlineTimer?
     // `@exclusivity(unchecked)`: touched by every wait, on the loop's thread only, never across a callout (see the
     // note in `Loop`).
     @exclusivity(unchecked) private var polledSources: [LoopDescriptorSource] = []
@@ -45,7 +45,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it. Where
     /// ppoll's cost per descriptor (a wait queue joined and left, twice polled) passes epoll's extra system call per
     /// wake-up (the confirming poll): `loop-bench --only echo`, 25 connections per loop, took 15% less server CPU per
-    /// message at 8 than at 32.
+    /// message with epoll (a threshold of 8) than with ppoll (32); 16 keeps ppoll for the handful of descriptors
+    /// that most tools watch.
     var largeModeThreshold = PollWaiter.defaultLargeModeThreshold
     static let defaultLargeModeThreshold = 16
     /// How many registered numbers of a large mode a sweep checks for a close, and every how many waits it does (see
@@ -60,6 +61,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.backend = backend
         self.clock = clock
         self.wakeupPipe = try WakeupPipe()
+        self.deadlineTimer = backend == .linux && clock.readsSystemMonotonicClock ? DeadlineTimer() : nil
         self.poller = poller ?? SystemPoller(call: backend == .linux ? .nanosecondTimeout : .millisecondTimeout)
     }
 
@@ -115,6 +117,11 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// The epoll registrations of `items`' mode, if it has them (tests).
     func registry(for items: ModeItems) -> DescriptorRegistry? {
         self.registries[ObjectIdentifier(items)]
+    }
+
+    /// The deadline timer's descriptor, if the waiter has one (tests).
+    var deadlineTimerDescriptor: CInt? {
+        self.deadlineTimer?.descriptor
     }
 
     /// Whether epoll refused `items`' descriptors, so that the mode is polled directly (tests).
@@ -173,6 +180,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         if firstSwept == 0, let timeout = self.epollTimeout(until: deadline) {
             return self.wait(inEpollOf: registry, timeoutMilliseconds: timeout, until: deadline, into: &ready)
         }
+        if deadline == .distantFuture {
+            _ = self.deadlineTimer?.set(nil)  // the epoll set watches the timer: an old expiry would end the wait
+        }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept])
         self.poller.append(registry.descriptor, events: .readable)
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
@@ -199,7 +209,10 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         return deadlineTimer.set(deadline.nanoseconds) ? -1 : nil
     }
 
-    /// Sleeps in (or looks at) the registry's epoll set, and collects what it reports.
+    /// Sleeps in (or looks at) the registry's epoll set, and collects what it reports. A signal (EINTR) is not a
+    /// wake-up: it waits again. Nor is a wait the kernel could not allocate for (ENOMEM, after a pause): it waits
+    /// again until `deadline` has passed, as `sleep(until:on:)` does, so a lasting failure neither spins nor runs
+    /// passes that have nothing to do; a look tries once.
     private func wait(
         inEpollOf registry: DescriptorRegistry,
         timeoutMilliseconds: CInt,
@@ -207,14 +220,24 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome {
         var outcome = WaitOutcome()
-        repeat {
+        while true {
             self.counts.count(timeoutNanoseconds: timeoutMilliseconds == 0 ? 0 : -1)
-        } while !registry.collectReady(waitingUpTo: timeoutMilliseconds, into: &ready, waiterDescriptor: { descriptor in
-            if self.noteReport(of: descriptor, until: deadline) {
-                outcome.isWokenByChannel = true
+            let result = registry.collectReady(waitingUpTo: timeoutMilliseconds, into: &ready) { descriptor in
+                if self.noteReport(of: descriptor, until: deadline) {
+                    outcome.isWokenByChannel = true
+                }
             }
-        })
-        return outcome
+            switch result {
+            case .collected:
+                return outcome
+            case .interrupted:
+                continue
+            case .failed:
+                if timeoutMilliseconds == 0 || deadline.map({ $0 != .distantFuture && self.clock.now >= $0 }) == true {
+                    return outcome
+                }
+            }
+        }
     }
 
     /// Takes note of a report of the wake-up pipe or the deadline timer in a wait until `deadline`. A readable

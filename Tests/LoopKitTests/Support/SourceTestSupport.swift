@@ -124,7 +124,7 @@ extension ExitTest.Result {
 }
 
 /// How a loop waits on a mode's descriptor sources: all of them in its one ppoll (a small mode), or, from
-/// `Loop.largeModeThreshold` sources on, a look at all of them and then a sleep on an epoll set (a large mode). The
+/// `PollWaiter.largeModeThreshold` sources on, a look at all of them and then a sleep on an epoll set (a large mode). The
 /// descriptor tests run through both. A pass that does not block (`runOnePass`) polls every descriptor directly in
 /// either; the blocking runs and the cross-thread tests are the ones that reach the look and the epoll sleep, and
 /// `LargeModeDescriptorTests` covers what only the epoll path has.
