@@ -25,6 +25,26 @@ struct LargeModeDescriptorTests {
         return reports
     }
 
+    /// Adds a one-shot timer at `due` to `loop`'s default mode that records when it fired, runs `also`, and stops the
+    /// run.
+    private func addStoppingTimer(to loop: Loop, at due: LoopInstant,
+                                  also: @escaping @Sendable () -> Void = {}) -> Recorder<LoopInstant> {
+        let firedAt = Recorder<LoopInstant>()
+        loop.add(LoopTimer(fireAt: due) { _ in
+            firedAt.append(loop.now)
+            also()
+            loop.stop()
+        }, forMode: .default)
+        return firedAt
+    }
+
+    /// Records each `afterWaiting` of `loop`'s default mode: one per wait that ended in a pass.
+    private func recordWakeUps(of loop: Loop) -> Recorder<LoopActivity> {
+        let wakes = Recorder<LoopActivity>()
+        loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) }, forMode: .default)
+        return wakes
+    }
+
     /// Runs `mode` until a source is handled; `action` runs on another thread once the loop is asleep. The run's
     /// 30 s deadline only guards against a hang: a loop that never wakes fails the test with `.timedOut`.
     private func runUntilHandled(_ loop: Loop, mode: LoopMode = .default,
@@ -455,8 +475,7 @@ struct LargeModeDescriptorTests {
         _ = pipe.readAll()
         #expect(reports.count == 1)
         timer.invalidate()
-        let wakes = Recorder<LoopActivity>()
-        loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) }, forMode: .default)
+        let wakes = self.recordWakeUps(of: loop)
         let stopper = startThread {
             guard waitUntil({ loop.isWaiting }) else { return }
             usleep(30_000)  // past the instant the timer was armed for
@@ -519,13 +538,8 @@ struct LargeModeDescriptorTests {
         let pipe = try TestPipe()
         _ = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
         let due = loop.now + .milliseconds(5)
-        let firedAt = Recorder<LoopInstant>()
-        loop.add(LoopTimer(fireAt: due) { _ in
-            firedAt.append(loop.now)
-            loop.stop()
-        }, forMode: .default)
-        let wakes = Recorder<LoopActivity>()
-        loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) }, forMode: .default)
+        let firedAt = self.addStoppingTimer(to: loop, at: due)
+        let wakes = self.recordWakeUps(of: loop)
         SystemCallFaults.inject(EINTR, into: "epoll_wait", count: 5)
 
         #expect(loop.run(mode: .default, before: due + .seconds(30)) == .stopped)
@@ -543,13 +557,8 @@ struct LargeModeDescriptorTests {
         _ = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)  // registered in epoll
         let due = loop.now + .milliseconds(20)
-        let firedAt = Recorder<LoopInstant>()
-        loop.add(LoopTimer(fireAt: due) { _ in
-            firedAt.append(loop.now)
-            loop.stop()
-        }, forMode: .default)
-        let wakes = Recorder<LoopActivity>()
-        loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) }, forMode: .default)
+        let firedAt = self.addStoppingTimer(to: loop, at: due)
+        let wakes = self.recordWakeUps(of: loop)
         SystemCallFaults.inject(ENOMEM, into: "epoll_wait", count: 1_000_000)
 
         #expect(loop.run(mode: .default, before: due + .seconds(30)) == .stopped)
@@ -583,12 +592,7 @@ struct LargeModeDescriptorTests {
         stale.invalidate()  // must not take the loop's timer out of the epoll set with it
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)
         let due = loop.now + .milliseconds(5)
-        let firedAt = Recorder<LoopInstant>()
-        loop.add(LoopTimer(fireAt: due) { _ in
-            firedAt.append(loop.now)
-            events.append("timer")
-            loop.stop()
-        }, forMode: .default)
+        let firedAt = self.addStoppingTimer(to: loop, at: due) { events.append("timer") }
 
         #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
         #expect(try #require(firedAt.elements.first) >= due)
