@@ -119,3 +119,12 @@ extension LoopDescriptorSource: LoopItem {
         loop.waiter.descriptorSource(self, didLeave: items)
     }
 }
+
+extension Array where Element == (LoopDescriptorSource, DescriptorEvents) {
+    /// Puts the ready sources from `start` on in the order a pass calls them: lower `order` first, then the order they
+    /// were added (`sequence`). Loop thread.
+    mutating func sortInCallOrder(from start: Int) {
+        guard self.count - start > 1 else { return }
+        self[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
+    }
+}

@@ -269,9 +269,7 @@ final class DescriptorRegistry {
         })
         guard result == .collected else { return result }
         swap(&self.previouslyUnconfirmed, &self.unconfirmedNumbers)
-        if ready.count - start > 1 {
-            ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
-        }
+        ready.sortInCallOrder(from: start)
         return .collected
     }
 

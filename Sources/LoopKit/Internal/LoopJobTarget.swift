@@ -32,14 +32,10 @@ final class LoopJobTarget: SerialExecutor, TaskExecutor {
     /// Queues `job` as a block on the loop. Any thread.
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        switch self.role {
-        case .serial:
-            self.loop.perform(inModes: self.modes) {
-                job.runSynchronously(on: self.asUnownedSerialExecutor())
-            }
-        case .task:
-            self.loop.perform(inModes: self.modes) {
-                job.runSynchronously(on: self.asUnownedTaskExecutor())
+        self.loop.perform(inModes: self.modes) {
+            switch self.role {
+            case .serial: job.runSynchronously(on: self.asUnownedSerialExecutor())
+            case .task: job.runSynchronously(on: self.asUnownedTaskExecutor())
             }
         }
     }

@@ -166,7 +166,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         defer {
             direct.removeAll(keepingCapacity: true)
             self.directlyPolledScratch = direct
-            Self.sortByOrder(&ready, from: start)
+            // The sources epoll refused and those it reports come from two polls, each in its own order. (No source
+            // comes twice: a number is either refused or registered, and `collectReady` reports each number once.)
+            ready.sortInCallOrder(from: start)
         }
         if firstSwept < direct.count {
             // The sweep is a look of its own, without waiting: in the sleep, each swept socket would join a wait
@@ -257,14 +259,6 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             deadlineTimer.clearExpiry()  // safe: expired means its instant has passed, so no wait relies on it
         }
         return false
-    }
-
-    /// Puts `ready[start...]` in `(order, sequence)` order: the sources epoll refused and those it reports come from
-    /// two polls, each in its own order. (No source comes twice: a number is either refused or registered, and
-    /// `collectReady` reports each number once.)
-    private static func sortByOrder(_ ready: inout [(LoopDescriptorSource, DescriptorEvents)], from start: Int) {
-        guard ready.count - start > 1 else { return }
-        ready[start...].sort { ($0.0.order, $0.0.sequence) < ($1.0.order, $1.0.sequence) }
     }
 
     /// Sets the poller up for one wait: the wake-up pipe, then the deadline timer if there is one, then `sources`, then
