@@ -308,12 +308,7 @@ extension Loop {
     /// holds; a change from another thread since is queued for the loop (`rescheduleTimer`), and applied after.
     func requeue(_ timer: LoopTimer, at next: LoopTimer.NextFire?) {
         for membership in timer.memberships {
-            let items = self.modeItemsByIndex[Int(membership.modeIndex)]
-            if let next {
-                items.timers.schedule(slot: membership.slot, deadline: next.deadline, tolerance: next.tolerance)
-            } else {
-                items.timers.unschedule(slot: membership.slot)
-            }
+            self.modeItemsByIndex[Int(membership.modeIndex)].timers.schedule(slot: membership.slot, at: next)
         }
     }
 

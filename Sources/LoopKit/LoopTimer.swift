@@ -245,15 +245,6 @@ public final class LoopTimer: @unchecked Sendable {
         self.schedule.withLock { $0.nextFire }
     }
 
-    /// Queues the next fire in `items`' mode, in `slot`; an invalid timer's entries there become stale.
-    func schedule(in items: ModeItems, slot: Int32) {
-        if let next = self.nextFire() {
-            items.timers.schedule(slot: slot, deadline: next.deadline, tolerance: next.tolerance)
-        } else {
-            items.timers.unschedule(slot: slot)
-        }
-    }
-
     /// Starts loading the lock and state a fire reads and writes (a hint: see `ModeTimers.prefetchDue`). Loop thread.
     @inline(__always)
     func prefetchSchedule() {
@@ -314,7 +305,7 @@ extension LoopTimer: LoopItem {
         self.retainedServedObject = self.servedObject
         let slot = items.timers.add(self)
         self.memberships.append(modeIndex: items.index, slot: slot)
-        self.schedule(in: items, slot: slot)
+        items.timers.schedule(slot: slot, at: self.nextFire())
     }
 
     func detach(from items: ModeItems, loop: Loop) {

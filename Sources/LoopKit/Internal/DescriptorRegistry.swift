@@ -5,7 +5,7 @@
 /// is polled again and leaves the queue after the wake-up. With a thousand idle descriptors that is ~130 µs on a
 /// 2-vCPU VM, all of it between the wake-up and the first callback. A mode with `PollWaiter.largeModeThreshold`
 /// descriptor sources or more instead sleeps in epoll_wait(2) on this registry's set, which also holds the waiter's
-/// wake-up pipe and deadline timer (`waiterDescriptors`), and is told which sources are ready.
+/// wake-up pipe and deadline timer (the set's own descriptors), and is told which sources are ready.
 ///
 /// epoll silently forgets a closed descriptor, so it cannot report the close to the source as DESIGN §1 promises.
 /// Every few waits, the loop therefore also polls a few registered numbers in turn, for a close only
@@ -37,8 +37,6 @@ final class DescriptorRegistry {
     }
 
     private var epoll: EpollSet
-    /// The waiter's wake-up pipe and deadline timer, registered in every epoll set beside the sources.
-    private let waiterDescriptors: [CInt]
     private var registrations: [CInt: Registration] = [:]
     private var needsRebuild = false
     /// The numbers of the last collect, reused so that collecting allocates nothing: those reported (a number
@@ -67,21 +65,20 @@ final class DescriptorRegistry {
     var descriptor: CInt { self.epoll.descriptor }
 
     /// Registers `sources`, and the waiter's own descriptors (`waiterDescriptors`: its wake-up pipe and deadline
-    /// timer), so that a wait can sleep in the epoll set itself; `nil` where there is no epoll or no descriptor left
-    /// (the mode keeps ppoll). Check `hasFailed` after: epoll may refuse the sources.
+    /// timer) as the set's own, so that a wait can sleep in the epoll set itself; `nil` where there is no epoll or no
+    /// descriptor left (the mode keeps ppoll). Check `hasFailed` after: epoll may refuse the sources.
     init?(sources: [LoopDescriptorSource], waiterDescriptors: [CInt] = []) {
         guard let epoll = EpollSet() else { return nil }
         self.epoll = epoll
-        self.waiterDescriptors = waiterDescriptors
-        self.addWaiterDescriptors()
+        self.addOwn(waiterDescriptors)
         for source in sources where !self.hasFailed {
             self.add(source)
         }
     }
 
-    /// Adds the waiter's descriptors to a new epoll set; a set that refuses them cannot be slept in.
-    private func addWaiterDescriptors() {
-        for descriptor in self.waiterDescriptors where self.epoll.addOwn(descriptor) != .done {
+    /// Adds the waiter's descriptors to the epoll set as its own; a set that refuses them cannot be slept in.
+    private func addOwn(_ descriptors: [CInt]) {
+        for descriptor in descriptors where self.epoll.addOwn(descriptor) != .done {
             self.hasFailed = true
         }
     }
@@ -276,7 +273,7 @@ final class DescriptorRegistry {
     /// Adds `descriptor` to epoll, watching what its sources ask for.
     private func enter(_ descriptor: CInt, _ registration: inout Registration) {
         registration.events = Self.union(of: registration.sources)
-        guard !self.waiterDescriptors.contains(descriptor) else {
+        guard !self.epoll.ownDescriptors.contains(descriptor) else {
             // A number the waiter uses itself: the source's descriptor was closed without a cancel and the loop's
             // pipe or timer got its number. Polled directly, so that the waiter's own registration is never changed
             // or removed with the source.
@@ -330,8 +327,9 @@ final class DescriptorRegistry {
             self.hasFailed = true
             return
         }
+        let own = self.epoll.ownDescriptors
         self.epoll = epoll
-        self.addWaiterDescriptors()
+        self.addOwn(own)
         for (descriptor, old) in self.registrations where !self.hasFailed {
             var registration = old
             registration.isInEpoll = false

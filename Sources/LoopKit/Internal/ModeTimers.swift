@@ -53,6 +53,15 @@ struct ModeTimers {
         self.compactIfMostlyStale()
     }
 
+    /// Queues the timer in `slot` at `next`, or, for `nil` (invalid, or no date yet), makes its entries stale.
+    mutating func schedule(slot: Int32, at next: LoopTimer.NextFire?) {
+        if let next {
+            self.schedule(slot: slot, deadline: next.deadline, tolerance: next.tolerance)
+        } else {
+            self.unschedule(slot: slot)
+        }
+    }
+
     /// Makes the slot's entries stale without freeing it (a timer with no next fire).
     mutating func unschedule(slot: Int32) {
         self.pushes[Int(slot)] = 0

@@ -39,7 +39,7 @@ final class EpollSet {
     /// Where each of `confirmations` was in the last wait's reports.
     private var confirmedReports = [Int](repeating: 0, count: EpollSet.batch)
     /// The owner's descriptors (`addOwn`), whose reports need no confirmation.
-    private var ownDescriptors: [CInt] = []
+    private(set) var ownDescriptors: [CInt] = []
 
     /// How a wait in the set ended.
     enum WaitResult: Equatable {

@@ -179,11 +179,13 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
                 return sweptOutcome  // a close to report, or a wake-up already waiting: no sleep
             }
         }
+        if deadline == .distantFuture {
+            // Disarmed (a system call only when it was armed): the epoll set watches the timer in every wait, and an
+            // old expiry would end this one. Should the kernel refuse, the expiry is cleared when reported.
+            _ = self.deadlineTimer?.set(nil)
+        }
         if firstSwept == 0, let timeout = self.epollTimeout(until: deadline) {
             return self.wait(inEpollOf: registry, timeoutMilliseconds: timeout, until: deadline, into: &ready)
-        }
-        if deadline == .distantFuture {
-            _ = self.deadlineTimer?.set(nil)  // the epoll set watches the timer: an old expiry would end the wait
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept])
         self.poller.append(registry.descriptor, events: .readable)
@@ -200,13 +202,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// wait needs poll's nanosecond timeout instead.
     private func epollTimeout(until deadline: LoopInstant?) -> CInt? {
         guard let deadline else { return 0 }
-        guard let deadlineTimer = self.deadlineTimer else {
-            return deadline == .distantFuture ? -1 : nil
-        }
-        if deadline == .distantFuture {
-            // Disarmed (a system call only when it was armed), since the set watches the timer in every wait.
-            return deadlineTimer.set(nil) ? -1 : nil
-        }
+        if deadline == .distantFuture { return -1 }
+        guard let deadlineTimer = self.deadlineTimer else { return nil }
         if deadline <= self.clock.now { return 0 }
         return deadlineTimer.set(deadline.nanoseconds) ? -1 : nil
     }
