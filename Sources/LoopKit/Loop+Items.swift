@@ -201,7 +201,7 @@ extension Loop {
 
     /// Any thread.
     func removeItem<Item: LoopItem & Sendable>(_ item: Item, from mode: LoopMode) {
-        guard item.link.loop === self else { return }
+        guard item.boundLoop === self else { return }
         self.onLoopThread { loop in
             loop.detach(item, from: mode)
         }
@@ -315,7 +315,7 @@ extension Loop {
     /// Ties `item` to this loop. An item whose previous loop is gone starts afresh: the modes it remembers were that
     /// loop's. Any thread.
     func bind<Item: LoopItem & Sendable>(_ item: Item, kind: String, call: StaticString) {
-        guard item.link.bind(to: self, kind: kind, call: call) else { return }
+        guard item.bind(to: self, kind: kind, call: call) else { return }
         self.onLoopThread { _ in
             if !item.modes.isEmpty {
                 item.modes = []  // left over from a loop that no longer exists

@@ -41,7 +41,9 @@ extension Loop {
     private func fireUnfiredDueTimers(of items: ModeItems) {
         while let (entry, timer) = items.timers.takeNextDue() {
             // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
-            guard let timer, !timer.isFiring, let version = timer.beginFire() else { continue }
+            guard let timer, !timer.isFiring, let version = timer.beginFire(deadline: entry.deadline) else {
+                continue
+            }
             self.firedTimers &+= 1
             let after = self.callOut(.timer) {
                 timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock, version: version)

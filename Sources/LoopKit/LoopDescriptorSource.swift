@@ -32,7 +32,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Whether the source is in its loop's list of sources whose events changed (`PollWaiter.noteNewEvents(of:)`).
     let isListedWithNewEvents = Atomic<Bool>(false)
     private let handler: (LoopDescriptorSource, DescriptorEvents) -> Void
-    let link = LoopLink()
+    /// The loop the item belongs to (`LoopItem.withTie`).
+    private let tie = LoopLock(LoopTie())
     /// Called on the loop's thread when the loop ends with the source in one of its modes (a `LoopSignalSource`
     /// then gives its signal back). Set before the source is first added, never after.
     nonisolated(unsafe) var whenLoopEnds: (@Sendable () -> Void)?
@@ -77,7 +78,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         set {
             LoopDescriptorSource.checkWatchable(newValue, call: "LoopDescriptorSource.events")
             let old = self.watched.exchange(newValue.rawValue, ordering: .acquiringAndReleasing)
-            guard old != newValue.rawValue, let loop = self.link.loop else { return }
+            guard old != newValue.rawValue, let loop = self.boundLoop else { return }
             loop.waiter.noteNewEvents(of: self)  // before the wake-up, so that the wait it ends sees the change
             if !loop.isCurrent {
                 loop.wakeUp()  // the loop is maybe asleep on the old set of events
@@ -96,7 +97,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// handler call already under way may finish.
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        self.link.loop?.detachEverywhere(self)
+        self.boundLoop?.detachEverywhere(self)
     }
 
     // MARK: Used by the loop (loop thread)
@@ -108,6 +109,10 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
 extension LoopDescriptorSource: LoopItem {
     static var kind: String { "LoopDescriptorSource" }
+
+    func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
+        self.tie.withLock(body)
+    }
 
     func attach(to items: ModeItems, loop: Loop) {
         ModeItems.insertSorted(self, into: &items.descriptorSources) { ($0.order, $0.sequence) }

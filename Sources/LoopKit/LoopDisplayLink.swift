@@ -82,13 +82,13 @@ public final class LoopDisplayLink: @unchecked Sendable {
             display.nextFrame(after: max(slot ?? now, now), refreshesPerFrame: refreshesPerFrame).instant
         }
         self.timer = LoopTimer(grid: grid, interval: display.frameDuration(refreshesPerFrame: refreshesPerFrame)) {
-            timer in
-            // The timer holds its link while it is in a mode, so whenever it fires (a strong load: no weak reference
-            // to resolve per frame). The timer must exist before `self` does, hence this way round.
-            guard let link = timer.retainedServedObject else { return }
+            _ in
+            // The grid holds the link while the timer is in a mode, so whenever it fires (a strong load: no weak
+            // reference to resolve per frame). The timer must exist before `self` does, hence this way round.
+            guard let link = grid.retainedServedObject else { return }
             unsafeDowncast(link, to: LoopDisplayLink.self).fire(slot: grid.firingSlot, now: grid.firingNow)
         }
-        self.timer.servedObject = self
+        grid.servedObject = self
     }
 
     /// One frame at the link's rate.
@@ -107,7 +107,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
                 return
             }
             self.resumed.store(true, ordering: .releasing)
-            if let loop = self.timer.link.loop {
+            if let loop = self.timer.boundLoop {
                 let next = self.display.nextFrame(after: loop.now, refreshesPerFrame: self.refreshesPerFrame)
                 self.timer.setNextFireDate(next.instant)
             } else {

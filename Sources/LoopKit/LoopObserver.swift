@@ -19,7 +19,8 @@ public final class LoopObserver: @unchecked Sendable {
 
     private let valid = Atomic<Bool>(true)
     private let callback: (LoopObserver, LoopActivity) -> Void
-    let link = LoopLink()
+    /// The loop the item belongs to (`LoopItem.withTie`).
+    private let tie = LoopLock(LoopTie())
 
     // MARK: Loop thread only
     var modes: ModeSet = []
@@ -55,7 +56,7 @@ public final class LoopObserver: @unchecked Sendable {
     /// Removes the observer from every mode for good. Any thread, its own callback included; twice does nothing.
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        self.link.loop?.detachEverywhere(self)
+        self.boundLoop?.detachEverywhere(self)
     }
 
     // MARK: Used by the loop (loop thread)
@@ -74,6 +75,10 @@ public final class LoopObserver: @unchecked Sendable {
 
 extension LoopObserver: LoopItem {
     static var kind: String { "LoopObserver" }
+
+    func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
+        self.tie.withLock(body)
+    }
 
     func attach(to items: ModeItems, loop: Loop) {
         ModeItems.insertSorted(self, into: &items.observers) { ($0.order, $0.sequence) }

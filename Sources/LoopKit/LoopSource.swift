@@ -21,7 +21,8 @@ public final class LoopSource: @unchecked Sendable {
     private let performCallback: (LoopSource) -> Void
     private let scheduleCallback: ((LoopSource, LoopMode) -> Void)?
     private let cancelCallback: ((LoopSource, LoopMode) -> Void)?
-    let link = LoopLink()
+    /// The loop the item belongs to (`LoopItem.withTie`).
+    private let tie = LoopLock(LoopTie())
 
     // MARK: Loop thread only
     // `@exclusivity(unchecked)`: read by every pass that runs the source, on the loop's thread only, never across a
@@ -57,7 +58,7 @@ public final class LoopSource: @unchecked Sendable {
     public func signal() {
         guard self.isValid else { return }
         guard !self.signalled.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        self.link.loop?.sourceWasSignalled(self)
+        self.boundLoop?.sourceWasSignalled(self)
     }
 
     /// Whether the source has been signalled and its callback has not run since. Any thread.
@@ -73,7 +74,7 @@ public final class LoopSource: @unchecked Sendable {
     /// Removes the source from every mode of its loop for good. Any thread; doing it twice does nothing.
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        guard let loop = self.link.loop else { return }
+        guard let loop = self.boundLoop else { return }
         loop.forgetSignal(of: self)
         loop.detachEverywhere(self)
     }
@@ -89,6 +90,10 @@ public final class LoopSource: @unchecked Sendable {
 
 extension LoopSource: LoopItem {
     static var kind: String { "LoopSource" }
+
+    func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
+        self.tie.withLock(body)
+    }
 
     func attach(to items: ModeItems, loop: Loop) {
         items.sources.append(self)

@@ -13,10 +13,10 @@ import Synchronization
 /// A timer may be created on any thread. `invalidate()`, `isValid`, `fireDate`, `setNextFireDate(_:)` and `tolerance`
 /// are safe from any thread. The callback runs on the loop's thread. A timer belongs to one loop.
 // @unchecked Sendable: `callback` and the `// MARK: Loop thread only` state are touched only on the loop's thread
-// (the loop is the only caller); cross-thread state is in `schedule` (a LoopLock).
+// (the loop is the only caller); cross-thread state is in `schedule`, touched only under `scheduleLock`.
 public final class LoopTimer: @unchecked Sendable {
     /// The timer's cross-thread state, and its tie to its loop, under one lock.
-    struct Schedule: LoopTieHolding {
+    struct Schedule {
         var isValid = true
         /// `nil` until added to a loop when the first fire is relative to "now".
         var fireDate: LoopInstant?
@@ -50,23 +50,19 @@ public final class LoopTimer: @unchecked Sendable {
     /// Whether the timer fires repeatedly.
     public let repeats: Bool
 
-    private let schedule: LoopLock<Schedule>
+    /// Guards `schedule`. A lock word inside the timer, not a `LoopLock`: a loop may hold a million timers, and each
+    /// fire takes this lock twice; in the timer's own allocation it costs neither a block nor a cache miss more.
+    private let scheduleLock = WordLock()
+    /// Only under `scheduleLock` (`withSchedule`). `@exclusivity(unchecked)`: the lock orders every access.
+    @exclusivity(unchecked) private var schedule: Schedule
     private let callback: (LoopTimer) -> Void
     /// The grid of a timer that fires on one of its own (a display link's); `nil` for an ordinary timer. A reference,
     /// so that an ordinary timer, of which a loop may hold millions, carries one word for it.
     let grid: TimerGrid?
-    /// The loop the timer belongs to, kept under the schedule's lock.
-    let link: LoopLink<Schedule>
     /// A re-arm from another thread is on its way to the loop (`Loop.rescheduleTimer`): more need not queue another.
     let isRequeuePending = Atomic<Bool>(false)
 
-    /// The object this timer works for (a display link), kept alive while the timer is in a mode, as a run loop
-    /// retains a scheduled CADisplayLink; weak otherwise, so an unscheduled link is freed.
-    weak var servedObject: AnyObject?
-
     // MARK: Loop thread only
-    /// `servedObject`, held while the timer is in a mode (so, whenever it fires).
-    @exclusivity(unchecked) private(set) var retainedServedObject: AnyObject?
     // `@exclusivity(unchecked)`: touched on every pass, on the loop's thread only, never across a callout (see the
     // note in `Loop`).
     @exclusivity(unchecked) var modes: ModeSet = []
@@ -125,8 +121,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.interval = interval
         self.intervalNanoseconds = interval.nonNegativeNanoseconds
         self.repeats = true
-        self.schedule = LoopLock(Schedule(fireDate: nil, tolerance: .zero))
-        self.link = LoopLink(sharing: self.schedule)
+        self.schedule = Schedule(fireDate: nil, tolerance: .zero)
         self.callback = callback
         self.grid = grid
     }
@@ -146,31 +141,36 @@ public final class LoopTimer: @unchecked Sendable {
         self.interval = firstFire != nil && !repeats ? .zero : interval
         self.intervalNanoseconds = self.interval.nonNegativeNanoseconds
         self.repeats = repeats
-        self.schedule = LoopLock(Schedule(fireDate: firstFire, tolerance: tolerance))
-        self.link = LoopLink(sharing: self.schedule)
+        self.schedule = Schedule(fireDate: firstFire, tolerance: tolerance)
         self.callback = callback
         self.grid = nil
     }
 
+    /// Runs `body` with the schedule, under its lock. Any thread; `body` must not call user code or take the lock again.
+    @inline(__always)
+    private func withSchedule<Result>(_ body: (inout Schedule) -> Result) -> Result {
+        self.scheduleLock.withLock { body(&self.schedule) }
+    }
+
     /// Whether the timer can still fire. Any thread.
     public var isValid: Bool {
-        self.schedule.withLock { $0.isValid }
+        self.withSchedule { $0.isValid }
     }
 
     /// The next fire date; `nil` for an interval timer not yet added to a loop. Any thread.
     public var fireDate: LoopInstant? {
-        self.schedule.withLock { $0.fireDate }
+        self.withSchedule { $0.fireDate }
     }
 
     /// How late the loop may fire the timer to share a wake-up with nearby timers. Any thread.
     ///
     /// - Precondition: Not negative.
     public var tolerance: Duration {
-        get { self.schedule.withLock { $0.tolerance } }
+        get { self.withSchedule { $0.tolerance } }
         set {
             loopPrecondition(newValue >= .zero, "LoopTimer.tolerance: the tolerance is negative (\(newValue))")
-            self.schedule.withLock { $0.tolerance = newValue }
-            self.link.loop?.rescheduleTimer(self)
+            self.withSchedule { $0.tolerance = newValue }
+            self.boundLoop?.rescheduleTimer(self)
         }
     }
 
@@ -179,7 +179,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// Called from the timer's own callback, it replaces the slot the timer would have moved to (a one-shot timer
     /// then fires again at `date`). A date in the past fires on the loop's next pass.
     public func setNextFireDate(_ date: LoopInstant) {
-        let loop = self.schedule.withLock { schedule in
+        let loop = self.withSchedule { schedule in
             schedule.fireDate = date
             schedule.fireDateVersion &+= 1
             return schedule.isValid ? schedule.tie.loop : nil
@@ -191,7 +191,7 @@ public final class LoopTimer: @unchecked Sendable {
     ///
     /// Invalidating an invalid timer does nothing.
     public func invalidate() {
-        let loop = self.schedule.withLock { schedule in
+        let loop = self.withSchedule { schedule in
             defer { schedule.isValid = false }
             return schedule.isValid ? schedule.tie.loop : nil
         }
@@ -201,7 +201,7 @@ public final class LoopTimer: @unchecked Sendable {
     /// Makes the next addition to a loop choose the first fire date again (display links resumed before joining a
     /// loop). Any thread.
     func forgetFireDate() {
-        self.schedule.withLock { $0.fireDate = nil }
+        self.withSchedule { $0.fireDate = nil }
     }
 
     // MARK: Used by the loop (loop thread)
@@ -210,16 +210,16 @@ public final class LoopTimer: @unchecked Sendable {
     func forgetModes() {
         self.modes = []
         self.memberships = TimerMemberships()
-        self.retainedServedObject = nil
+        self.grid?.retainedServedObject = nil
     }
 
     /// Fixes a relative first fire date against `now`, on the first addition to a loop (any thread). The clock is read
     /// only for a timer that has no date yet (an add costs no clock read otherwise), and outside the lock: a clock is
     /// user code.
     func resolveFireDate(now: () -> LoopInstant) {
-        guard self.schedule.withLock({ $0.fireDate == nil }) else { return }
+        guard self.withSchedule({ $0.fireDate == nil }) else { return }
         let now = now()
-        self.schedule.withLock { schedule in
+        self.withSchedule { schedule in
             if schedule.fireDate == nil {
                 schedule.fireDate = self.grid?.nextSlot(nil, now) ?? now + self.interval
             }
@@ -242,25 +242,23 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// The fire to queue, or `nil` for none (invalidated, or no date yet). Loop thread.
     func nextFire() -> NextFire? {
-        self.schedule.withLock { $0.nextFire }
+        self.withSchedule { $0.nextFire }
     }
 
-    /// Starts loading the lock and state a fire reads and writes (a hint: see `ModeTimers.prefetchDue`). Loop thread.
-    @inline(__always)
-    func prefetchSchedule() {
-        let address = self.schedule.storageAddress
-        Prefetch.forWriting(address)
-        Prefetch.forWriting(address + 64)
-    }
-
-    /// Whether the timer may fire now, and if so the version of its fire date (for `fire(slot:clock:version:)`);
-    /// `nil` for a timer invalidated since it was queued. One lock round trip. Loop thread.
-    func beginFire() -> UInt64? {
-        self.schedule.withLock { $0.isValid ? $0.fireDateVersion : nil }
+    /// Whether the timer may fire now for its entry at `deadline`, and if so the version of its fire date (for
+    /// `fire(slot:clock:version:)`). `nil` for a timer invalidated since it was queued, or whose date another thread
+    /// moved since (as CF checks a timer's date again before its callout): the move's re-arm is on its way to the
+    /// loop, and firing the old slot would run a callback the user moved away, then overwrite the new date with the
+    /// old grid's next slot. One lock round trip. Loop thread.
+    func beginFire(deadline: UInt64) -> UInt64? {
+        self.withSchedule { schedule in
+            guard schedule.isValid, schedule.fireDate?.nanoseconds == deadline else { return nil }
+            return schedule.fireDateVersion
+        }
     }
 
     /// Runs the callback for the slot at `slot`, then works out the next fire date, in the same lock round trip that
-    /// reads it for the queues. `version` is what `beginFire()` returned. Loop thread.
+    /// reads it for the queues. `version` is what `beginFire(deadline:)` returned. Loop thread.
     func fire(slot: LoopInstant, clock: any LoopClock, version: UInt64) -> AfterFire {
         if let grid = self.grid {
             grid.firingSlot = slot
@@ -270,7 +268,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.callback(self)
         self.isFiring = false
         let now = clock.now  // read before the lock: a clock is user code
-        return self.schedule.withLock { schedule in
+        return self.withSchedule { schedule in
             guard schedule.isValid else { return .done }
             if schedule.fireDateVersion != version { return .requeue(at: schedule.nextFire) }
             guard self.repeats else {
@@ -299,10 +297,16 @@ public final class LoopTimer: @unchecked Sendable {
 extension LoopTimer: LoopItem {
     static var kind: String { "LoopTimer" }
 
+    func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
+        self.withSchedule { body(&$0.tie) }
+    }
+
     func attach(to items: ModeItems, loop: Loop) {
         self.resolveFireDate { loop.now }  // normally done by `Loop.add` already, on the calling thread
         self.isRequeuePending.store(false, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
-        self.retainedServedObject = self.servedObject
+        if let grid = self.grid {
+            grid.retainedServedObject = grid.servedObject
+        }
         let slot = items.timers.add(self)
         self.memberships.append(modeIndex: items.index, slot: slot)
         items.timers.schedule(slot: slot, at: self.nextFire())
@@ -310,7 +314,7 @@ extension LoopTimer: LoopItem {
 
     func detach(from items: ModeItems, loop: Loop) {
         if self.modes.isEmpty {
-            self.retainedServedObject = nil
+            self.grid?.retainedServedObject = nil
         }
         guard let slot = self.memberships.remove(modeIndex: items.index) else { return }
         items.timers.remove(slot: slot)
@@ -323,6 +327,15 @@ extension LoopTimer: LoopItem {
 final class TimerGrid: @unchecked Sendable {
     /// Given the slot just fired (or `nil` for the first fire) and now, the first grid point after now.
     let nextSlot: @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant
+
+    /// The object the timer works for (a display link), kept alive while the timer is in a mode, as a run loop
+    /// retains a scheduled CADisplayLink; weak otherwise, so an unscheduled link is freed. Set before the timer is
+    /// first added, never after.
+    weak var servedObject: AnyObject?
+
+    // MARK: Loop thread only
+    /// `servedObject`, held while the timer is in a mode (so, whenever it fires).
+    @exclusivity(unchecked) fileprivate(set) var retainedServedObject: AnyObject?
 
     // MARK: Loop thread only, while the timer's callback runs
     /// The slot the timer fires for.

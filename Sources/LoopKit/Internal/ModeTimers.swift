@@ -125,19 +125,19 @@ struct ModeTimers {
 
     /// Starts loading, a few entries ahead of the fire loop at `index` in `due`, what firing them will touch.
     ///
-    /// A large batch fires in date order, which is no order in memory: each timer's slot, object and lock would be a
-    /// cache miss in turn, one waiting for the other. This asks for them in stages, each reading only what an
-    /// earlier stage brought in: the slot's words three entries ahead, the timer object two ahead, its lock one
+    /// A large batch fires in date order, which is no order in memory: each timer's slot and object would be a cache
+    /// miss in turn, one waiting for the other. This asks for them in stages, each reading only what an earlier stage
+    /// brought in: the slot's words three entries ahead, the timer object (its schedule and lock included) two
     /// ahead. The slot is read afresh at each stage, so a timer that a callback removed meanwhile is never touched.
     private func prefetchDue(after index: Int) {
         guard index + 1 < self.due.count else { return }  // the last (or only) entry of a batch: nothing ahead
         self.due.withUnsafeBufferPointer { due in
             self.timers.withUnsafeBufferPointer { timers in
                 guard let timerBase = UnsafeRawPointer(timers.baseAddress) else { return }
-                let stride = MemoryLayout<LoopTimer?>.stride
+                let slotStride = MemoryLayout<LoopTimer?>.stride
                 if index + 3 < due.count {
                     let slot = Int(due[index + 3].slot)
-                    Prefetch.forReading(timerBase + slot * stride)
+                    Prefetch.forReading(timerBase + slot * slotStride)
                     self.pushes.withUnsafeBufferPointer { pushes in
                         if let base = pushes.baseAddress { Prefetch.forReading(base + slot) }
                     }
@@ -145,14 +145,11 @@ struct ModeTimers {
                 if index + 2 < due.count {
                     let slot = Int(due[index + 2].slot)
                     // The reference's bits, not the reference: loading it would retain, touching the object.
-                    if let object = timerBase.load(fromByteOffset: slot * stride, as: UnsafeRawPointer?.self) {
-                        Prefetch.forWriting(object)
-                        Prefetch.forWriting(object + 64)
-                        Prefetch.forWriting(object + 128)
+                    if let object = timerBase.load(fromByteOffset: slot * slotStride, as: UnsafeRawPointer?.self) {
+                        for line in stride(from: 0, to: 256, by: 64) {
+                            Prefetch.forWriting(object + line)
+                        }
                     }
-                }
-                if index + 1 < due.count, let timer = timers[Int(due[index + 1].slot)] {
-                    timer.prefetchSchedule()
                 }
             }
         }

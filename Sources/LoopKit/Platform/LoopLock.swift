@@ -39,11 +39,6 @@ struct LoopLock<Value>: @unchecked Sendable {
         }
     }
 
-    /// Where the value and the mutex live, for a prefetch hint (`Prefetch`): two cache lines from here. Any thread.
-    var storageAddress: UnsafeRawPointer {
-        UnsafeRawPointer(Unmanaged.passUnretained(self.storage).toOpaque())
-    }
-
     /// Runs `body` with the value while holding the lock (pthread_mutex_lock(3), pthread_mutex_unlock(3)).
     ///
     /// `body` must not call user code, block, or take this lock again.

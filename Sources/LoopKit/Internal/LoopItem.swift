@@ -1,0 +1,33 @@
+/// What the loop needs from every item it keeps in modes. Loop thread only, except `isValid`, `withTie` and what is
+/// built on it.
+protocol LoopItem: AnyObject {
+    /// The type's public name, for precondition messages.
+    static var kind: String { get }
+    var isValid: Bool { get }
+    /// Runs `body` with the item's tie to its loop, under the lock that guards it: a lock of the item's own
+    /// (`LoopLock<LoopTie>`), or, for a timer, the lock of its schedule, so that a timer (a million of them, say)
+    /// takes no lock and no allocation more. Any thread; `body` must not call user code or take the lock again.
+    func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result
+    /// The modes of its loop the item is in (never `common`). Loop thread only.
+    var modes: ModeSet { get set }
+    /// Order of first addition to the loop: breaks ties between equal `order`s and fire dates. Loop thread only.
+    var sequence: UInt64 { get set }
+    /// Puts the item into `items`, whose mode the item has just joined.
+    func attach(to items: ModeItems, loop: Loop)
+    /// Takes the item out of `items`, whose mode the item has just left.
+    func detach(from items: ModeItems, loop: Loop)
+}
+
+extension LoopItem {
+    /// The loop the item belongs to, if it was added to one that still exists. Any thread.
+    var boundLoop: Loop? {
+        self.withTie { $0.loop }
+    }
+
+    /// Ties the item to `loop` (see `LoopTie.bind(to:kind:call:)`). Any thread.
+    ///
+    /// - Returns: Whether this is a new tie.
+    func bind(to loop: Loop, kind: String, call: StaticString) -> Bool {
+        self.withTie { $0.bind(to: loop, kind: kind, call: call) }
+    }
+}

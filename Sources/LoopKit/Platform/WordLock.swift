@@ -1,0 +1,46 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Synchronization
+
+/// A lock in one atomic word, stored inside the object whose state it guards: for state that is rarely contended and
+/// that an object of which a loop may hold a million (a timer) must not pay a second allocation for.
+///
+/// `LoopLock` is LoopKit's lock for state threads share with a loop; its pthread mutex must not move, so it lives in
+/// an allocation of its own. This one is an `Atomic`, which Swift keeps in place inside a class, so the guarded state
+/// and the lock share the owner's allocation and cache lines. A waiter yields its time slice until the word is free
+/// (sched_yield(2)), never spins without yielding: with more threads than cores, a spinning waiter would take the slice
+/// of the thread that holds the lock (the collapse `LoopLock`'s note describes). That costs a waiter a slice under real
+/// contention, which is why this lock only guards state whose critical sections are a few loads and stores and whose
+/// other threads come rarely (a `setNextFireDate` from another thread against the loop's fires). ThreadSanitizer sees
+/// the acquiring and releasing operations, so the state it guards needs no suppression. Any thread.
+struct WordLock: ~Copyable, Sendable {
+    /// 0 while free, 1 while held.
+    private let word = Atomic<UInt32>(0)
+
+    init() {}
+
+    /// Runs `body` while holding the lock.
+    ///
+    /// `body` must not call user code, block, or take this lock again.
+    @inline(__always)
+    func withLock<Result>(_ body: () throws -> Result) rethrows -> Result {
+        if !self.word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged {
+            self.waitAndLock()
+        }
+        defer { self.word.store(0, ordering: .releasing) }
+        return try body()
+    }
+
+    /// The contended path: yields until the holder lets go, then takes the lock.
+    @inline(never)
+    private func waitAndLock() {
+        repeat {
+            while self.word.load(ordering: .relaxed) != 0 {
+                sched_yield()
+            }
+        } while !self.word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged
+    }
+}
