@@ -4,7 +4,8 @@ import Glibc
 import Darwin
 #endif
 
-/// A value guarded by a `pthread_mutex_t`: LoopKit's one lock, for state that threads share with a loop.
+/// A value guarded by a `pthread_mutex_t`: LoopKit's lock for state that threads share with a loop (a timer's schedule
+/// uses a `WordLock` inside the timer instead, see there).
 ///
 /// Why not `Synchronization.Mutex`: on Linux it spins before it parks, and with more producers than cores the
 /// spinners steal the time slices of the thread that holds the lock, so throughput falls by two orders of magnitude.
