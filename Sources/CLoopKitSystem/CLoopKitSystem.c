@@ -15,6 +15,8 @@
 #include <dlfcn.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
+#elif defined(__APPLE__)
+#include <malloc/malloc.h>
 #endif
 
 #if defined(__linux__)
@@ -395,6 +397,17 @@ int64_t cloopkit_heap_in_use(void) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
     return (int64_t)mallinfo2().uordblks;
 #else
+    return -1;
+#endif
+}
+
+int64_t cloopkit_allocation_size(const void *address) {
+#if defined(__GLIBC__)
+    return (int64_t)malloc_usable_size((void *)address);
+#elif defined(__APPLE__)
+    return (int64_t)malloc_size(address);
+#else
+    (void)address;
     return -1;
 #endif
 }

@@ -111,7 +111,7 @@ extension Loop {
     /// - Precondition: `link` belongs to no other loop.
     @discardableResult
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
-        // The link is kept alive until its timer is attached, which retains it from then on: added from another
+        // The link is kept alive until its timer is attached, whose grid retains it from then on: added from another
         // thread, it would otherwise be freed on the way if the caller keeps no reference.
         self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)", keepingAlive: link) {
             link.timer.resolveFireDate { self.now }

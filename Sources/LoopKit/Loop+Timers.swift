@@ -11,7 +11,8 @@ extension Loop {
     /// for the next pass. The batch is kept on the mode (`due`, fired up to `nextDue`), so that a callback which runs
     /// the loop nested in this mode does not hold the rest back: the nested run fires them first, on their slots,
     /// and this batch finds them gone. A run nested in another mode fires a timer of both modes from its own queue,
-    /// which reschedules it everywhere and makes this batch's entry stale, so it is skipped.
+    /// which reschedules it everywhere and makes this batch's entry stale, so it is skipped. A timer whose date another
+    /// thread moved since the batch was taken is skipped too: the move's re-arm is on its way (`beginFire(deadline:)`).
     func fireDueTimers(in items: ModeItems, now: LoopInstant) {
         // Fired first: an outer pass's batch (this is a run nested in one of its callbacks), due before anything else.
         self.fireUnfiredDueTimers(of: items)

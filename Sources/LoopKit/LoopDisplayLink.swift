@@ -107,11 +107,11 @@ public final class LoopDisplayLink: @unchecked Sendable {
                 return
             }
             self.resumed.store(true, ordering: .releasing)
-            if let loop = self.timer.boundLoop {
+            // Not in a loop yet: the date is forgotten, and the first add picks the next frame. Decided under the
+            // timer's lock, so that an add from another thread cannot queue a date this then forgets.
+            if let loop = self.timer.forgetFireDateUnlessBound() {
                 let next = self.display.nextFrame(after: loop.now, refreshesPerFrame: self.refreshesPerFrame)
                 self.timer.setNextFireDate(next.instant)
-            } else {
-                self.timer.forgetFireDate()  // not in a loop yet: the first add picks the next frame
             }
         }
     }

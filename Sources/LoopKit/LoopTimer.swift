@@ -43,6 +43,10 @@ public final class LoopTimer: @unchecked Sendable {
         }
     }
 
+    /// At least the bytes of a timer object, for the fire loop's prefetch (`ModeTimers.prefetchDue`): its heap block
+    /// holds 216 usable bytes on 64-bit Linux, and a test fails if a timer outgrows this.
+    static let instanceBytes = 216
+
     /// The time between slots of a repeating timer; `.zero` for a one-shot timer created with a fire date.
     public let interval: Duration
     /// `interval` in whole nanoseconds (rounded up), so that finding the next slot does no `Duration` arithmetic.
@@ -198,10 +202,17 @@ public final class LoopTimer: @unchecked Sendable {
         loop?.detachEverywhere(self)
     }
 
-    /// Makes the next addition to a loop choose the first fire date again (display links resumed before joining a
-    /// loop). Any thread.
-    func forgetFireDate() {
-        self.withSchedule { $0.fireDate = nil }
+    /// Makes the next addition to a loop choose the first fire date again, if the timer belongs to no loop (display
+    /// links resumed before joining one); otherwise returns the loop, and keeps the date. Any thread.
+    ///
+    /// One lock round trip: a timer that has joined a loop has an entry queued at its date, which only a move
+    /// (`setNextFireDate`, which re-arms it) may change; a forgotten date would leave the entry unfired for good.
+    func forgetFireDateUnlessBound() -> Loop? {
+        self.withSchedule { schedule in
+            if let loop = schedule.tie.loop { return loop }
+            schedule.fireDate = nil
+            return nil
+        }
     }
 
     // MARK: Used by the loop (loop thread)
@@ -323,7 +334,8 @@ extension LoopTimer: LoopItem {
 
 /// The grid of a timer that fires on one of its own (a display link's): where it fires next, and what its fire on the
 /// loop's thread is for, so that the callback needs neither the schedule's lock nor the loop to read them.
-// @unchecked Sendable: `nextSlot` is immutable; the firing fields are touched only on the loop's thread.
+// @unchecked Sendable: `nextSlot` is immutable; `servedObject` is set once, before the timer is shared (the display
+// link's init); `retainedServedObject` and the firing fields are touched only on the loop's thread (or its deinit).
 final class TimerGrid: @unchecked Sendable {
     /// Given the slot just fired (or `nil` for the first fire) and now, the first grid point after now.
     let nextSlot: @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant

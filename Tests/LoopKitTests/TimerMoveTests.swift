@@ -3,7 +3,7 @@ import Testing
 
 /// A timer's fire date moved from another thread while its loop is firing timers: the move wins over the slot the
 /// loop was about to fire, and the last of many moves is the date that stays.
-@Suite("Timers moved from other threads")
+@Suite("Timers moved from other threads", .serialized, .timeLimit(.minutes(1)))
 struct TimerMoveTests {
     @Test func aDueTimerMovedFromAnotherThreadDuringThePassDoesNotFireItsOldSlot() throws {
         let loop = try Loop()
@@ -52,5 +52,24 @@ struct TimerMoveTests {
         timer.invalidate()
         #expect(!timer.isValid)
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .finished)
+    }
+
+    @Test func aPausedLinkResumedWhileAnotherThreadAddsItTicks() throws {
+        let thread = try LoopThread(name: "resume-race")
+        defer { thread.shutdownAndJoin() }
+        for round in 0..<100 {
+            let ticked = Recorder<Int>()
+            let link = LoopDisplayLink(display: .default) { link, _ in
+                ticked.append(round)
+                link.invalidate()
+            }
+            link.isPaused = true
+            // The resume reads whether the link has a loop while the add ties it to one: whichever wins, the link
+            // must end with a date its loop has queued.
+            let adder = startThread { thread.loop.add(link, forMode: .default) }
+            link.isPaused = false
+            adder.join()
+            #expect(waitUntil(limit: .seconds(5)) { ticked.count == 1 }, "round \(round): the link never ticked")
+        }
     }
 }

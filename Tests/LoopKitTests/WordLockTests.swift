@@ -1,8 +1,9 @@
+import CLoopKitSystem
 import Testing
 @testable import LoopKit
 
-/// The timer's inline lock: exclusive under more threads than cores.
-@Suite("Word lock")
+/// The timer's inline lock: exclusive under more threads than cores, and inside the timer's one heap block.
+@Suite("Word lock", .serialized, .timeLimit(.minutes(1)))
 struct WordLockTests {
     /// A counter that the lock alone keeps exact.
     // @unchecked Sendable: `count` is touched only under `lock`.
@@ -11,7 +12,7 @@ struct WordLockTests {
         var count = 0
     }
 
-    @Test func eightThreadsOnTwoCoresCountEveryIncrement() {
+    @Test func eightThreadsCountEveryIncrement() {
         let counter = Counter()
         let threads = (0..<8).map { _ in
             startThread {
@@ -22,5 +23,13 @@ struct WordLockTests {
         }
         for thread in threads { thread.join() }
         #expect(counter.lock.withLock { counter.count } == 8 * 20_000)
+    }
+
+    @Test func aTimerIsOneHeapBlockNoLargerThanTheFireLoopPrefetches() {
+        let timer = LoopTimer(interval: .seconds(1)) { _ in }
+        let bytes = cloopkit_allocation_size(Unmanaged.passUnretained(timer).toOpaque())
+        guard bytes >= 0 else { return }  // a C library without malloc_usable_size: nothing to check
+        #expect(bytes <= LoopTimer.instanceBytes,
+                "a LoopTimer takes \(bytes) bytes: raise LoopTimer.instanceBytes, which the fire loop prefetches")
     }
 }

@@ -112,6 +112,10 @@ int64_t cloopkit_scheduler_slice(void);
 /// loops give back what they allocate; -1 where the C library does not keep it.
 int64_t cloopkit_heap_in_use(void);
 
+/// The usable size of the heap block at `address` (malloc_usable_size(3); malloc_size on Darwin), or -1 where
+/// neither exists. For tests that keep a size assumption honest.
+int64_t cloopkit_allocation_size(const void *address);
+
 /// Asks the CPU to start loading the cache line at `address`, for reading (`__builtin_prefetch`). A hint: it never
 /// faults, whatever `address` is, and changes nothing but timing.
 static inline void cloopkit_prefetch_read(const void *address) {

@@ -24,10 +24,26 @@ extension LoopItem {
         self.withTie { $0.loop }
     }
 
-    /// Ties the item to `loop` (see `LoopTie.bind(to:kind:call:)`). Any thread.
+    /// Ties the item to `loop`. Any thread.
     ///
-    /// - Returns: Whether this is a new tie.
+    /// Whether the current loop has ended is asked outside the item's lock: it takes the loop's own lock, and the
+    /// last reference to an old loop must not be let go (running its deinit) under the item's.
+    ///
+    /// - Returns: Whether this is a new tie (the item had no loop, or its loop is gone or has ended).
+    /// - Precondition: The item does not belong to another loop that is still running.
     func bind(to loop: Loop, kind: String, call: StaticString) -> Bool {
-        self.withTie { $0.bind(to: loop, kind: kind, call: call) }
+        while true {
+            let current = self.withTie { $0.loop }
+            if let current, current === loop || !current.hasEnded {
+                loopPrecondition(current === loop, "\(call): this \(kind) already belongs to another loop")
+                return false
+            }
+            let isBound = self.withTie { tie in
+                guard tie.loop === current else { return false }  // another thread tied it meanwhile: look again
+                tie.loop = loop
+                return true
+            }
+            if isBound { return true }
+        }
     }
 }

@@ -146,8 +146,11 @@ struct ModeTimers {
                     let slot = Int(due[index + 2].slot)
                     // The reference's bits, not the reference: loading it would retain, touching the object.
                     if let object = timerBase.load(fromByteOffset: slot * slotStride, as: UnsafeRawPointer?.self) {
-                        for line in stride(from: 0, to: 256, by: 64) {
-                            Prefetch.forWriting(object + line)
+                        // Every line from the one the object starts in through its last byte: malloc aligns it to
+                        // 16 bytes, not to a line.
+                        let misalignment = Int(bitPattern: object) & 63
+                        for offset in stride(from: 0, to: misalignment + LoopTimer.instanceBytes, by: 64) {
+                            Prefetch.forWriting(object - misalignment + offset)
                         }
                     }
                 }

@@ -12,7 +12,9 @@ import Synchronization
 /// an allocation of its own. This one is an `Atomic`, which Swift keeps in place inside a class, so the guarded state
 /// and the lock share the owner's allocation and cache lines. A waiter yields its time slice until the word is free
 /// (sched_yield(2)), never spins without yielding: with more threads than cores, a spinning waiter would take the slice
-/// of the thread that holds the lock (the collapse `LoopLock`'s note describes). That costs a waiter a slice under real
+/// of the thread that holds the lock (the collapse `LoopLock`'s note describes). After `yieldsBeforeSleeping` yields
+/// it sleeps between looks instead: a real-time (SCHED_FIFO) waiter's yield lets no ordinary thread run on its CPU, so
+/// an ordinary holder preempted there could never finish. That costs a waiter a slice or a short sleep under real
 /// contention, which is why this lock only guards state whose critical sections are a few loads and stores and whose
 /// other threads come rarely (a `setNextFireDate` from another thread against the loop's fires). ThreadSanitizer sees
 /// the acquiring and releasing operations, so the state it guards needs no suppression. Any thread.
@@ -34,12 +36,23 @@ struct WordLock: ~Copyable, Sendable {
         return try body()
     }
 
-    /// The contended path: yields until the holder lets go, then takes the lock.
+    /// How many times a waiter yields before it sleeps between looks.
+    static let yieldsBeforeSleeping = 64
+    /// A waiter's sleep between looks once it has yielded `yieldsBeforeSleeping` times.
+    static let sleepMicroseconds: useconds_t = 50
+
+    /// The contended path: yields (then sleeps) until the holder lets go, then takes the lock.
     @inline(never)
     private func waitAndLock() {
+        var yields = 0
         repeat {
             while self.word.load(ordering: .relaxed) != 0 {
-                sched_yield()
+                if yields < Self.yieldsBeforeSleeping {
+                    sched_yield()
+                    yields += 1
+                } else {
+                    usleep(Self.sleepMicroseconds)
+                }
             }
         } while !self.word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged
     }
