@@ -33,8 +33,16 @@ extension LoopItem {
     /// - Precondition: The item does not belong to another loop that is still running.
     func bind(to loop: Loop, kind: String, call: StaticString) -> Bool {
         while true {
-            let current = self.withTie { $0.loop }
-            if let current, current === loop || !current.hasEnded {
+            // An item without a loop (the usual first add) is tied in one round trip.
+            let current: Loop? = self.withTie { tie in
+                guard let current = tie.loop else {
+                    tie.loop = loop
+                    return nil
+                }
+                return current
+            }
+            guard let current else { return true }
+            if current === loop || !current.hasEnded {
                 loopPrecondition(current === loop, "\(call): this \(kind) already belongs to another loop")
                 return false
             }

@@ -5,9 +5,16 @@
 /// immediately, whatever the queue still holds. The queue is rebuilt once stale entries outnumber live timers, so
 /// re-arming a timer many times cannot grow it without bound. Loop thread only.
 struct ModeTimers {
-    private var timers: [LoopTimer?] = []
-    /// The `push` of each slot's live entry; 0 for a free slot or a timer with no fire date.
-    private var pushes: [UInt64] = []
+    /// A slot of the table: a timer of the mode, and the `push` of its live entry.
+    struct Slot {
+        var timer: LoopTimer?
+        /// 0 for a free slot or a timer with no fire date.
+        var push: UInt64
+    }
+
+    /// The slot table. A timer and its push side by side, so that a fire (and a burst's liveness check) reads one
+    /// place of the table, not one in each of two arrays: a million timers fire in no order in memory.
+    private var slots: [Slot] = []
     private var freeSlots: [Int32] = []
     private var lastPush: UInt64 = 0
     private(set) var queue = TimerQueue()
@@ -23,12 +30,11 @@ struct ModeTimers {
     mutating func add(_ timer: LoopTimer) -> Int32 {
         self.count += 1
         if let slot = self.freeSlots.popLast() {
-            self.timers[Int(slot)] = timer
+            self.slots[Int(slot)] = Slot(timer: timer, push: 0)
             return slot
         }
-        self.timers.append(timer)
-        self.pushes.append(0)
-        return Int32(self.timers.count - 1)
+        self.slots.append(Slot(timer: timer, push: 0))
+        return Int32(self.slots.count - 1)
     }
 
     /// Frees `slot`, releasing its timer now; its queue entries become stale.
@@ -36,8 +42,7 @@ struct ModeTimers {
     /// - Complexity: O(1) amortized (a compaction, O(*n*), runs at most once per *n* removals).
     mutating func remove(slot: Int32) {
         let index = Int(slot)
-        self.timers[index] = nil
-        self.pushes[index] = 0
+        self.slots[index] = Slot(timer: nil, push: 0)
         self.freeSlots.append(slot)
         self.count -= 1
         self.compactIfMostlyStale()
@@ -48,7 +53,7 @@ struct ModeTimers {
     /// - Complexity: O(log *n*).
     mutating func schedule(slot: Int32, deadline: UInt64, tolerance: UInt64) {
         self.lastPush &+= 1
-        self.pushes[Int(slot)] = self.lastPush
+        self.slots[Int(slot)].push = self.lastPush
         self.queue.insert(TimerEntry(deadline: deadline, push: self.lastPush, tolerance: tolerance, slot: slot))
         self.compactIfMostlyStale()
     }
@@ -64,23 +69,24 @@ struct ModeTimers {
 
     /// Makes the slot's entries stale without freeing it (a timer with no next fire).
     mutating func unschedule(slot: Int32) {
-        self.pushes[Int(slot)] = 0
+        self.slots[Int(slot)].push = 0
     }
 
     /// Whether `entry` still stands for its slot's next fire.
     @inline(__always)
     func isLive(_ entry: TimerEntry) -> Bool {
-        self.pushes[Int(entry.slot)] == entry.push
+        self.slots[Int(entry.slot)].push == entry.push
     }
 
     /// The timer `entry` stands for, if the entry is live.
     func timer(for entry: TimerEntry) -> LoopTimer? {
-        self.isLive(entry) ? self.timers[Int(entry.slot)] : nil
+        let slot = self.slots[Int(entry.slot)]
+        return slot.push == entry.push ? slot.timer : nil
     }
 
     /// Every timer in the mode, in slot order.
     var allTimers: [LoopTimer] {
-        self.timers.compactMap { $0 }
+        self.slots.compactMap(\.timer)
     }
 
     /// The instant to wake for the earliest timers (coalesced within their tolerances), or `nil` without any.
@@ -90,10 +96,10 @@ struct ModeTimers {
     /// callback returns, and then it is queued afresh in every mode (or leaves them all), so its entries are stale by
     /// then and may be dropped now. The same holds for what is left of an outer pass's batch.
     mutating func nextWake() -> UInt64? {
-        let pushes = self.pushes
-        let timers = self.timers
+        let slots = self.slots
         let isWaitable = { (entry: TimerEntry) in
-            pushes[Int(entry.slot)] == entry.push && timers[Int(entry.slot)]?.isFiring != true
+            let slot = slots[Int(entry.slot)]
+            return slot.push == entry.push && slot.timer?.isFiring != true
         }
         if self.nextDue < self.due.count,
            let entry = self.due[self.nextDue...].first(where: isWaitable) {  // an outer pass's batch: do not sleep
@@ -105,8 +111,8 @@ struct ModeTimers {
 
     /// Takes every entry due at `now` from the queue into `batch`, earliest first, keeping only live ones.
     mutating func takeDue(at now: UInt64, into batch: inout [TimerEntry]) {
-        let pushes = self.pushes
-        self.queue.removeDue(at: now, into: &batch) { pushes[Int($0.slot)] == $0.push }
+        let slots = self.slots
+        self.queue.removeDue(at: now, into: &batch) { slots[Int($0.slot)].push == $0.push }
         self.queue.checkInvariants()
     }
 
@@ -127,25 +133,21 @@ struct ModeTimers {
     ///
     /// A large batch fires in date order, which is no order in memory: each timer's slot and object would be a cache
     /// miss in turn, one waiting for the other. This asks for them in stages, each reading only what an earlier stage
-    /// brought in: the slot's words three entries ahead, the timer object (its schedule and lock included) two
+    /// brought in: the slot three entries ahead, the timer object (its schedule and lock included) two
     /// ahead. The slot is read afresh at each stage, so a timer that a callback removed meanwhile is never touched.
     private func prefetchDue(after index: Int) {
         guard index + 1 < self.due.count else { return }  // the last (or only) entry of a batch: nothing ahead
         self.due.withUnsafeBufferPointer { due in
-            self.timers.withUnsafeBufferPointer { timers in
-                guard let timerBase = UnsafeRawPointer(timers.baseAddress) else { return }
-                let slotStride = MemoryLayout<LoopTimer?>.stride
+            self.slots.withUnsafeBufferPointer { slots in
+                guard let slotBase = UnsafeRawPointer(slots.baseAddress) else { return }
+                let slotStride = MemoryLayout<Slot>.stride
                 if index + 3 < due.count {
-                    let slot = Int(due[index + 3].slot)
-                    Prefetch.forReading(timerBase + slot * slotStride)
-                    self.pushes.withUnsafeBufferPointer { pushes in
-                        if let base = pushes.baseAddress { Prefetch.forReading(base + slot) }
-                    }
+                    Prefetch.forReading(slotBase + Int(due[index + 3].slot) * slotStride)
                 }
                 if index + 2 < due.count {
-                    let slot = Int(due[index + 2].slot)
+                    let slot = slotBase + Int(due[index + 2].slot) * slotStride
                     // The reference's bits, not the reference: loading it would retain, touching the object.
-                    if let object = timerBase.load(fromByteOffset: slot * slotStride, as: UnsafeRawPointer?.self) {
+                    if let object = slot.load(fromByteOffset: Self.timerOffset, as: UnsafeRawPointer?.self) {
                         // Every line from the one the object starts in through its last byte: malloc aligns it to
                         // 16 bytes, not to a line.
                         let misalignment = Int(bitPattern: object) & 63
@@ -158,9 +160,12 @@ struct ModeTimers {
         }
     }
 
+    /// Where a slot keeps its timer reference.
+    private static let timerOffset = MemoryLayout<Slot>.offset(of: \Slot.timer)!
+
     private mutating func compactIfMostlyStale() {
         guard self.queue.count > 64, self.queue.count > 2 * self.count else { return }
-        let pushes = self.pushes
-        self.queue.compact { pushes[Int($0.slot)] == $0.push }
+        let slots = self.slots
+        self.queue.compact { slots[Int($0.slot)].push == $0.push }
     }
 }
