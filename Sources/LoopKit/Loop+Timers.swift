@@ -12,10 +12,11 @@ extension Loop {
     /// the loop nested in this mode does not hold the rest back: the nested run fires them first, on their slots,
     /// and this batch finds them gone. A run nested in another mode fires a timer of both modes from its own queue,
     /// which reschedules it everywhere and makes this batch's entry stale, so it is skipped. A timer whose date another
-    /// thread moved since the batch was taken is skipped too: the move's re-arm is on its way (`beginFire(deadline:)`).
+    /// thread moved since the batch was taken fires for its new date if that is due, and is skipped otherwise: the
+    /// move's re-arm is on its way (`LoopTimer.beginFire(deadline:now:)`).
     func fireDueTimers(in items: ModeItems, now: LoopInstant) {
         // Fired first: an outer pass's batch (this is a run nested in one of its callbacks), due before anything else.
-        self.fireUnfiredDueTimers(of: items)
+        self.fireUnfiredDueTimers(of: items, now: now)
         guard let first = items.timers.queue.first, first.deadline <= now.nanoseconds else { return }
         // The loop's scratch buffer, taken so that a run nested in a callback gets (and allocates) its own.
         var due = self.dueTimersScratch
@@ -25,7 +26,7 @@ extension Loop {
         items.timers.due = due
         items.timers.nextDue = 0
         due = []
-        self.fireUnfiredDueTimers(of: items)
+        self.fireUnfiredDueTimers(of: items, now: now)
         // The batch's buffer, kept for the next pass, unless a nested run left a larger one there (it replaced this
         // batch with its own, and parked its buffer in the scratch when it finished).
         due = items.timers.due
@@ -39,15 +40,16 @@ extension Loop {
 
     /// Fires the entries of the mode's due batch from `nextDue` on, in order; each is counted as taken before its
     /// callback runs.
-    private func fireUnfiredDueTimers(of items: ModeItems) {
+    private func fireUnfiredDueTimers(of items: ModeItems, now: LoopInstant) {
         while let (entry, timer) = items.timers.takeNextDue() {
             // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
-            guard let timer, !timer.isFiring, let version = timer.beginFire(deadline: entry.deadline) else {
+            guard let timer, !timer.isFiring,
+                  let (slot, version) = timer.beginFire(deadline: entry.deadline, now: now.nanoseconds) else {
                 continue
             }
             self.firedTimers &+= 1
             let after = self.callOut(.timer) {
-                timer.fire(slot: LoopInstant(nanoseconds: entry.deadline), clock: self.clock, version: version)
+                timer.fire(slot: slot, clock: self.clock, version: version)
             }
             switch after {
             case .requeue(let next):

@@ -256,20 +256,23 @@ public final class LoopTimer: @unchecked Sendable {
         self.withSchedule { $0.nextFire }
     }
 
-    /// Whether the timer may fire now for its entry at `deadline`, and if so the version of its fire date (for
-    /// `fire(slot:clock:version:)`). `nil` for a timer invalidated since it was queued, or whose date another thread
-    /// moved since (as CF checks a timer's date again before its callout): the move's re-arm is on its way to the
-    /// loop, and firing the old slot would run a callback the user moved away, then overwrite the new date with the
-    /// old grid's next slot. One lock round trip. Loop thread.
-    func beginFire(deadline: UInt64) -> UInt64? {
+    /// Whether the timer fires now for its entry at `deadline`, and if so for which slot, with the version of its fire
+    /// date (for `fire(slot:clock:version:)`). As CF checks a timer's date again before its callout, a date another
+    /// thread moved since the entry was queued decides, not the entry: a moved date still due at `now` fires now, for
+    /// its own slot; one in the future waits for the move's re-arm, on its way to the loop (firing the entry would run
+    /// a callback the user moved away, then overwrite the new date with the old grid's next slot). `nil` for a timer
+    /// invalidated since, or moved to the future. One lock round trip. Loop thread.
+    func beginFire(deadline: UInt64, now: UInt64) -> (slot: LoopInstant, version: UInt64)? {
         self.withSchedule { schedule in
-            guard schedule.isValid, schedule.fireDate?.nanoseconds == deadline else { return nil }
-            return schedule.fireDateVersion
+            guard schedule.isValid, let date = schedule.fireDate,
+                  date.nanoseconds == deadline || date.nanoseconds <= now else { return nil }
+            return (date, schedule.fireDateVersion)
         }
     }
 
     /// Runs the callback for the slot at `slot`, then works out the next fire date, in the same lock round trip that
-    /// reads it for the queues. `version` is what `beginFire(deadline:)` returned. Loop thread.
+    /// reads it for the queues. `slot` and `version` are what `beginFire(deadline:now:)`
+    /// returned. Loop thread.
     func fire(slot: LoopInstant, clock: any LoopClock, version: UInt64) -> AfterFire {
         if let grid = self.grid {
             grid.firingSlot = slot

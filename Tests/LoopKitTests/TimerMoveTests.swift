@@ -26,6 +26,29 @@ struct TimerMoveTests {
         #expect(moved.fireDate == later)
     }
 
+    @Test func aDueTimerMovedFromAnotherThreadToAnotherDueDateFiresForItsNewSlotInThatPass() throws {
+        let loop = try Loop()
+        let slots = Recorder<String>()
+        let due = loop.now
+        let earlier = due - .milliseconds(500)
+        let moved = LoopTimer(fireAt: due + .nanoseconds(1), interval: .seconds(1), repeats: true) { _ in
+            slots.append("moved")
+        }
+        // The move lands while the pass holds the second timer's entry; its new date is due too, so it fires in this
+        // pass (as CF fires a timer whose date is still due at its callout), on the grid of its new date.
+        let mover = LoopTimer(fireAt: due) { _ in
+            slots.append("mover")
+            onAnotherThread { moved.setNextFireDate(earlier) }
+        }
+        loop.add(mover, forMode: .default)
+        loop.add(moved, forMode: .default)
+        loop.add(LoopObserver(activities: .beforeTimers) { _, _ in slots.append("timers") }, forMode: .default)
+        _ = loop.run(mode: .default, before: loop.now + .milliseconds(20))
+        #expect(Array(slots.elements.prefix(3)) == ["timers", "mover", "moved"], "not fired in the same pass")
+        #expect(slots.elements.filter { $0 == "moved" }.count == 1)
+        #expect(moved.fireDate == earlier + .seconds(1))
+    }
+
     @Test func aTimerMovedFromOtherThreadsWhileItFiresEndsOnTheLastDate() throws {
         let loop = try Loop()
         let timer = LoopTimer(interval: .milliseconds(1), repeats: true) { _ in }
