@@ -5,48 +5,45 @@ import Testing
 /// loop was about to fire, and the last of many moves is the date that stays.
 @Suite("Timers moved from other threads", .serialized, .timeLimit(.minutes(1)))
 struct TimerMoveTests {
-    @Test func aDueTimerMovedFromAnotherThreadDuringThePassDoesNotFireItsOldSlot() throws {
+    /// Runs a loop in which a first timer fires and has another thread move a second one, due in the same pass, to
+    /// `newDate(due)`: the pass already holds the second timer's entry, and the move reaches the loop as a block,
+    /// after this pass's timers.
+    ///
+    /// - Returns: What happened in order ("timers" at each pass's `beforeTimers`, then "mover" and "moved" as they
+    ///   fire), the moved timer's fire date afterwards, and the date it was moved to.
+    private func moveADueTimerDuringThePass(
+        to newDate: (LoopInstant) -> LoopInstant
+    ) throws -> (events: [String], fireDate: LoopInstant?, movedTo: LoopInstant) {
         let loop = try Loop()
-        let fires = Recorder<String>()
+        let events = Recorder<String>()
         let due = loop.now
-        let later = due + .seconds(3_600)
+        let movedTo = newDate(due)
         let moved = LoopTimer(fireAt: due + .nanoseconds(1), interval: .seconds(1), repeats: true) { _ in
-            fires.append("moved")
+            events.append("moved")
         }
-        // Fires first in the same pass, and has another thread move the second timer, whose entry the pass already
-        // holds: the move reaches the loop as a block, after this pass's timers.
         let mover = LoopTimer(fireAt: due) { _ in
-            fires.append("mover")
-            onAnotherThread { moved.setNextFireDate(later) }
+            events.append("mover")
+            onAnotherThread { moved.setNextFireDate(movedTo) }
         }
         loop.add(mover, forMode: .default)
         loop.add(moved, forMode: .default)
+        loop.add(LoopObserver(activities: .beforeTimers) { _, _ in events.append("timers") }, forMode: .default)
         _ = loop.run(mode: .default, before: loop.now + .milliseconds(20))
-        #expect(fires.elements == ["mover"], "the timer fired for the slot it was moved away from")
-        #expect(moved.fireDate == later)
+        return (events.elements, moved.fireDate, movedTo)
+    }
+
+    @Test func aDueTimerMovedFromAnotherThreadDuringThePassDoesNotFireItsOldSlot() throws {
+        let result = try self.moveADueTimerDuringThePass { $0 + .seconds(3_600) }
+        #expect(!result.events.contains("moved"), "the timer fired for the slot it was moved away from")
+        #expect(result.fireDate == result.movedTo)
     }
 
     @Test func aDueTimerMovedFromAnotherThreadToAnotherDueDateFiresForItsNewSlotInThatPass() throws {
-        let loop = try Loop()
-        let slots = Recorder<String>()
-        let due = loop.now
-        let earlier = due - .milliseconds(500)
-        let moved = LoopTimer(fireAt: due + .nanoseconds(1), interval: .seconds(1), repeats: true) { _ in
-            slots.append("moved")
-        }
-        // The move lands while the pass holds the second timer's entry; its new date is due too, so it fires in this
-        // pass (as CF fires a timer whose date is still due at its callout), on the grid of its new date.
-        let mover = LoopTimer(fireAt: due) { _ in
-            slots.append("mover")
-            onAnotherThread { moved.setNextFireDate(earlier) }
-        }
-        loop.add(mover, forMode: .default)
-        loop.add(moved, forMode: .default)
-        loop.add(LoopObserver(activities: .beforeTimers) { _, _ in slots.append("timers") }, forMode: .default)
-        _ = loop.run(mode: .default, before: loop.now + .milliseconds(20))
-        #expect(Array(slots.elements.prefix(3)) == ["timers", "mover", "moved"], "not fired in the same pass")
-        #expect(slots.elements.filter { $0 == "moved" }.count == 1)
-        #expect(moved.fireDate == earlier + .seconds(1))
+        // As CF fires a timer whose date is still due at its callout, on the grid of its new date.
+        let result = try self.moveADueTimerDuringThePass { $0 - .milliseconds(500) }
+        #expect(Array(result.events.prefix(3)) == ["timers", "mover", "moved"], "not fired in the same pass")
+        #expect(result.events.filter { $0 == "moved" }.count == 1)
+        #expect(result.fireDate == result.movedTo + .seconds(1))
     }
 
     @Test func aTimerMovedFromOtherThreadsWhileItFiresEndsOnTheLastDate() throws {
