@@ -81,8 +81,8 @@ public final class LoopDisplayLink: @unchecked Sendable {
         let grid = TimerGrid { [display] slot, now in
             display.nextFrame(after: max(slot ?? now, now), refreshesPerFrame: refreshesPerFrame).instant
         }
-        self.timer = LoopTimer(grid: grid, interval: display.frameDuration(refreshesPerFrame: refreshesPerFrame)) {
-            _ in
+        let interval = display.frameDuration(refreshesPerFrame: refreshesPerFrame)
+        self.timer = LoopTimer(grid: grid, interval: interval) { _ in
             // The grid holds the link while the timer is in a mode, so whenever it fires (a strong load: no weak
             // reference to resolve per frame). The timer must exist before `self` does, hence this way round.
             guard let link = grid.retainedServedObject else { return }

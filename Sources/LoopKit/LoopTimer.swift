@@ -150,7 +150,8 @@ public final class LoopTimer: @unchecked Sendable {
         self.grid = nil
     }
 
-    /// Runs `body` with the schedule, under its lock. Any thread; `body` must not call user code or take the lock again.
+    /// Runs `body` with the schedule, under its lock. Any thread; `body` must not call user code or take the lock
+    /// again.
     @inline(__always)
     private func withSchedule<Result>(_ body: (inout Schedule) -> Result) -> Result {
         self.scheduleLock.withLock { body(&self.schedule) }
@@ -270,9 +271,8 @@ public final class LoopTimer: @unchecked Sendable {
         }
     }
 
-    /// Runs the callback for the slot at `slot`, then works out the next fire date, in the same lock round trip that
-    /// reads it for the queues. `slot` and `version` are what `beginFire(deadline:now:)`
-    /// returned. Loop thread.
+    /// Runs the callback for `slot`, then works out the next fire date, in the same lock round trip that reads it for
+    /// the queues. `slot` and `version` are what `beginFire(deadline:now:)` returned. Loop thread.
     func fire(slot: LoopInstant, clock: any LoopClock, version: UInt64) -> AfterFire {
         if let grid = self.grid {
             grid.firingSlot = slot
@@ -332,33 +332,5 @@ extension LoopTimer: LoopItem {
         }
         guard let slot = self.memberships.remove(modeIndex: items.index) else { return }
         items.timers.remove(slot: slot)
-    }
-}
-
-/// The grid of a timer that fires on one of its own (a display link's): where it fires next, and what its fire on the
-/// loop's thread is for, so that the callback needs neither the schedule's lock nor the loop to read them.
-// @unchecked Sendable: `nextSlot` is immutable; `servedObject` is set once, before the timer is shared (the display
-// link's init); `retainedServedObject` and the firing fields are touched only on the loop's thread (or its deinit).
-final class TimerGrid: @unchecked Sendable {
-    /// Given the slot just fired (or `nil` for the first fire) and now, the first grid point after now.
-    let nextSlot: @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant
-
-    /// The object the timer works for (a display link), kept alive while the timer is in a mode, as a run loop
-    /// retains a scheduled CADisplayLink; weak otherwise, so an unscheduled link is freed. Set before the timer is
-    /// first added, never after.
-    weak var servedObject: AnyObject?
-
-    // MARK: Loop thread only
-    /// `servedObject`, held while the timer is in a mode (so, whenever it fires).
-    @exclusivity(unchecked) fileprivate(set) var retainedServedObject: AnyObject?
-
-    // MARK: Loop thread only, while the timer's callback runs
-    /// The slot the timer fires for.
-    @exclusivity(unchecked) fileprivate(set) var firingSlot = LoopInstant.distantFuture
-    /// The loop's clock just before the callback.
-    @exclusivity(unchecked) fileprivate(set) var firingNow = LoopInstant.distantFuture
-
-    init(_ nextSlot: @escaping @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant) {
-        self.nextSlot = nextSlot
     }
 }

@@ -531,15 +531,25 @@ struct LargeModeDescriptorTests {
         #expect(events.elements == ["block"])
     }
 
-    @Test func signalsDuringASleepInTheEpollSetNeitherWakeItEarlyNorLoseTheTimer() throws {
+    /// A loop on the epoll path whose one idle source a first, short run has registered in the set, with a timer due
+    /// `delay` from then that stops the loop, and a record of its wake-ups: for the faults of the epoll sleep.
+    private func loopSleepingInEpoll(
+        withTimerIn delay: Duration
+    ) throws -> (loop: Loop, pipe: TestPipe, due: LoopInstant, firedAt: Recorder<LoopInstant>,
+                 wakes: Recorder<LoopActivity>) {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
-        defer { loop.invalidate() }
-        defer { SystemCallFaults.clearForCurrentThread() }
         let pipe = try TestPipe()
         _ = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
-        let due = loop.now + .milliseconds(5)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)  // registered in epoll
+        let due = loop.now + delay
         let firedAt = self.addStoppingTimer(to: loop, at: due)
-        let wakes = self.recordWakeUps(of: loop)
+        return (loop, pipe, due, firedAt, self.recordWakeUps(of: loop))
+    }
+
+    @Test func signalsDuringASleepInTheEpollSetNeitherWakeItEarlyNorLoseTheTimer() throws {
+        let (loop, pipe, due, firedAt, wakes) = try self.loopSleepingInEpoll(withTimerIn: .milliseconds(5))
+        defer { loop.invalidate() }
+        defer { SystemCallFaults.clearForCurrentThread() }
         SystemCallFaults.inject(EINTR, into: "epoll_wait", count: 5)
 
         #expect(loop.run(mode: .default, before: due + .seconds(30)) == .stopped)
@@ -547,24 +557,20 @@ struct LargeModeDescriptorTests {
         #expect(firedAt.count == 1)
         #expect(try #require(firedAt.elements.first) >= due)
         #expect(wakes.count == 1)  // the timer's wake-up, not one per signal
+        withExtendedLifetime(pipe) {}
     }
 
     @Test func aLastingFailureOfTheEpollSleepRunsNoPassUntilTheTimerIsDue() throws {
-        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        let (loop, pipe, due, firedAt, wakes) = try self.loopSleepingInEpoll(withTimerIn: .milliseconds(20))
         defer { loop.invalidate() }
         defer { SystemCallFaults.clearForCurrentThread() }
-        let pipe = try TestPipe()
-        _ = self.addReporter(to: loop, descriptor: pipe.readEnd, events: .readable)
-        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)  // registered in epoll
-        let due = loop.now + .milliseconds(20)
-        let firedAt = self.addStoppingTimer(to: loop, at: due)
-        let wakes = self.recordWakeUps(of: loop)
         SystemCallFaults.inject(ENOMEM, into: "epoll_wait", count: 1_000_000)
 
         #expect(loop.run(mode: .default, before: due + .seconds(30)) == .stopped)
         #expect(try #require(firedAt.elements.first) >= due)
         // About one try per millisecond, each a wait again rather than a pass with nothing to do.
         #expect(wakes.count <= 2)
+        withExtendedLifetime(pipe) {}
     }
 
     @Test func aSourceOnANumberTheLoopUsesItselfLeavesTheLoopsTimerInTheEpollSet() throws {

@@ -72,10 +72,11 @@ struct ModeTimers {
         self.slots[Int(slot)].push = 0
     }
 
-    /// Whether `entry` still stands for its slot's next fire.
+    /// Whether `entry` still stands for its slot's next fire in `slots` (a copy of the table, so that the queue can
+    /// be changed while it is read).
     @inline(__always)
-    func isLive(_ entry: TimerEntry) -> Bool {
-        self.slots[Int(entry.slot)].push == entry.push
+    private static func isLive(_ entry: TimerEntry, in slots: [Slot]) -> Bool {
+        slots[Int(entry.slot)].push == entry.push
     }
 
     /// The timer `entry` stands for, if the entry is live.
@@ -98,8 +99,7 @@ struct ModeTimers {
     mutating func nextWake() -> UInt64? {
         let slots = self.slots
         let isWaitable = { (entry: TimerEntry) in
-            let slot = slots[Int(entry.slot)]
-            return slot.push == entry.push && slot.timer?.isFiring != true
+            Self.isLive(entry, in: slots) && slots[Int(entry.slot)].timer?.isFiring != true
         }
         if self.nextDue < self.due.count,
            let entry = self.due[self.nextDue...].first(where: isWaitable) {  // an outer pass's batch: do not sleep
@@ -112,7 +112,7 @@ struct ModeTimers {
     /// Takes every entry due at `now` from the queue into `batch`, earliest first, keeping only live ones.
     mutating func takeDue(at now: UInt64, into batch: inout [TimerEntry]) {
         let slots = self.slots
-        self.queue.removeDue(at: now, into: &batch) { slots[Int($0.slot)].push == $0.push }
+        self.queue.removeDue(at: now, into: &batch) { Self.isLive($0, in: slots) }
         self.queue.checkInvariants()
     }
 
@@ -166,6 +166,6 @@ struct ModeTimers {
     private mutating func compactIfMostlyStale() {
         guard self.queue.count > 64, self.queue.count > 2 * self.count else { return }
         let slots = self.slots
-        self.queue.compact { slots[Int($0.slot)].push == $0.push }
+        self.queue.compact { Self.isLive($0, in: slots) }
     }
 }

@@ -7,9 +7,8 @@ import Synchronization
 /// all its descriptors. A mode with `largeModeThreshold` descriptor sources or more (Linux) keeps them registered in
 /// an epoll set (`DescriptorRegistry`) that also holds the pipe and the timer, and sleeps in epoll_wait(2) on it;
 /// every few waits it first looks at a few of its descriptors for closes, so that a wait costs the same however many
-/// are idle. The
-/// deadline timer is used only for a clock that reads the system's monotonic clock; any other clock gets relative
-/// timeouts.
+/// are idle. The deadline timer is used only for a clock that reads the system's monotonic clock; any other clock gets
+/// relative timeouts.
 ///
 /// Only `wakeUp()`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread only.
 // @unchecked Sendable: every `var` is touched only on the loop's thread (the waiter's only caller there); the members
