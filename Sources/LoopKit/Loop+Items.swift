@@ -168,12 +168,19 @@ extension Loop {
     // MARK: Internals (loop thread unless noted)
 
     func modeItems(for mode: LoopMode) -> ModeItems {
+        // Most calls name the mode the call before named (adding or firing many timers of one mode): comparing two
+        // names costs less than hashing one.
+        if let last = self.lastModeItems, last.mode == mode {
+            return last
+        }
         if let items = self.modeItemsByMode[mode] {
+            self.lastModeItems = items
             return items
         }
         let items = ModeItems(mode: mode, index: Int32(self.modeItemsByIndex.count))
         self.modeItemsByMode[mode] = items
         self.modeItemsByIndex.append(items)
+        self.lastModeItems = items
         return items
     }
 
@@ -270,7 +277,9 @@ extension Loop {
     }
 
     private func detachNow(_ item: some LoopItem) {
-        self.commonItems[ObjectIdentifier(item)] = nil
+        if !self.commonItems.isEmpty {  // most loops have none: a fired timer then hashes nothing here
+            self.commonItems[ObjectIdentifier(item)] = nil
+        }
         if item.modes.count == 1 {
             for mode in item.modes {
                 self.detach(item, fromRealMode: mode)

@@ -44,6 +44,8 @@ public final class Loop: @unchecked Sendable {
     @exclusivity(unchecked) var modeItemsByMode: [LoopMode: ModeItems] = [:]
     /// The same items, by `ModeItems.index`, in the order the modes were first used.
     @exclusivity(unchecked) var modeItemsByIndex: [ModeItems] = []
+    /// The items `modeItems(for:)` returned last (see there).
+    @exclusivity(unchecked) var lastModeItems: ModeItems?
     @exclusivity(unchecked) var commonModeSet: Set<LoopMode> = [.default, .tracking]
     /// The items added to `.common`, by identity: O(1) to add and remove, however many there are.
     var commonItems: [ObjectIdentifier: any LoopItem] = [:]
@@ -207,6 +209,7 @@ public final class Loop: @unchecked Sendable {
         }
         self.modeItemsByMode = [:]
         self.modeItemsByIndex = []
+        self.lastModeItems = nil
         self.waiter.forgetModes()
         // Moved out before they are released: a deinit of a capture is user code, which may reach these again.
         let abandoned = (self.blockQueue.takeAll(), self.signalledCandidates)

@@ -281,11 +281,12 @@ public final class LoopTimer: @unchecked Sendable {
         self.isFiring = true
         self.callback(self)
         self.isFiring = false
-        let now = clock.now  // read before the lock: a clock is user code
+        // Read before the lock (a clock is user code), and only for a next slot: a one-shot fire reads no clock.
+        let now = self.repeats ? clock.now : nil
         return self.withSchedule { schedule in
             guard schedule.isValid else { return .done }
             if schedule.fireDateVersion != version { return .requeue(at: schedule.nextFire) }
-            guard self.repeats else {
+            guard let now else {  // a one-shot timer
                 schedule.isValid = false
                 return .done
             }

@@ -56,7 +56,8 @@ struct TimerQueue {
     /// Due entries are popped one by one until they turn out to be a burst (more than a 64th of a large queue, as
     /// after a long sleep, or a million timers all past their dates); the rest are then taken in one pass: one
     /// sequential scan splits due from later entries, the later ones are heapified again, and the live due ones are
-    /// sorted after those already popped (which precede them all). Popping a burst costs a sift through the whole heap
+    /// sorted in place after those already popped (which precede them all; their keys are unique, so the sort need
+    /// not be stable). Popping a burst costs a sift through the whole heap
     /// per entry, at a million entries a chain of cache misses each, and half of the pops may be for stale entries.
     /// Deciding costs nothing: popping, the usual case, allocates nothing beyond `batch`.
     ///
@@ -84,6 +85,9 @@ struct TimerQueue {
     private mutating func removeDueBurst(at now: UInt64, into batch: inout [TimerEntry],
                                          isLive: (TimerEntry) -> Bool) {
         let start = batch.count
+        // Room for every entry at once: appends that outgrow the batch copy it to a larger block, and each copy
+        // writes fresh pages. Capacity that stays unused is never touched, so it costs no pages.
+        batch.reserveCapacity(start + self.entries.count)
         var kept = 0
         self.entries.withUnsafeMutableBufferPointer { buffer in
             for index in buffer.indices {
@@ -98,7 +102,10 @@ struct TimerQueue {
         }
         self.entries.removeLast(self.entries.count - kept)
         self.heapify()
-        batch[start...].sort(by: TimerEntry.precedes)
+        // In place, with no scratch buffer (see `sortUnstably`).
+        batch.withUnsafeMutableBufferPointer { batch in
+            UnsafeMutableBufferPointer(rebasing: batch[start...]).sortUnstably(by: TimerEntry.precedes)
+        }
     }
 
     /// Drops stale entries from the top, so that `first` is live or the queue is empty.

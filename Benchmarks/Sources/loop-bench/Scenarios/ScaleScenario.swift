@@ -11,9 +11,11 @@ struct ScaleScenario: Scenario {
 
     static let sizes = [1_000, 100_000, 1_000_000]
     /// Samples taken at 1,000 timers, where one slice of another tenant's time is a large share of a sample.
-    static let smallSizeSamples = 15
-    /// LoopKit's sizes are measured in this many interleaved rounds (see `timers(_:)`).
-    static let loopKitRounds = 3
+    static let smallSizeSamples = 25
+    /// LoopKit's sizes are measured in this many interleaved rounds (see `timers(_:)`), one sample of each larger size
+    /// per round. Five, not three: a sample at a million timers is mostly fresh pages, whose cost on a virtual machine
+    /// varies from one sample to the next by up to 2×, and the median of three followed one slow sample too often.
+    static let loopKitRounds = 5
     /// Foundation's timers live in a sorted array per mode (O(n) per insert and remove); past this size a run would
     /// take minutes, so it is not attempted.
     static let foundationLimit = 100_000
