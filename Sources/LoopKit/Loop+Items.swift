@@ -248,7 +248,8 @@ extension Loop {
             self.detach(item, fromRealMode: mode)
             return
         }
-        self.commonItems[ObjectIdentifier(item)] = nil
+        // As CF: an item added to the real modes one by one is not in `common`, and stays in them.
+        guard self.commonItems.removeValue(forKey: ObjectIdentifier(item)) != nil else { return }
         for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) {
             self.detach(item, fromRealMode: commonMode)
         }
@@ -321,14 +322,16 @@ extension Loop {
         }
     }
 
-    /// Ties `item` to this loop. An item whose previous loop is gone starts afresh: the modes it remembers were that
-    /// loop's. Any thread.
+    /// Ties `item` to this loop. An item whose previous loop is gone starts afresh: the modes it remembers and its
+    /// `sequence` were that loop's (this one numbers its items itself, and `(order, sequence)` must not repeat in a
+    /// mode). Any thread.
     func bind<Item: LoopItem & Sendable>(_ item: Item, kind: String, call: StaticString) {
         guard item.bind(to: self, kind: kind, call: call) else { return }
         self.onLoopThread { _ in
             if !item.modes.isEmpty {
                 item.modes = []  // left over from a loop that no longer exists
             }
+            item.sequence = 0
         }
     }
 

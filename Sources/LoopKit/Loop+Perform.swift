@@ -24,6 +24,19 @@ extension Loop {
         self.enqueue(queued, block, call: "Loop.perform(inModes:_:)")
     }
 
+    /// Queues an executor's job (`LoopJobTarget`). Any thread. A job for a loop that has ended traps, naming the usual
+    /// cause: the job could never run, and its task would wait for ever.
+    func enqueueJob(inModes modes: [LoopMode], _ job: @escaping @Sendable () -> Void) {
+        let queued = modes.count == 1 ? BlockModes.one(modes[0]) : BlockModes.several(modes)
+        self.enqueue(queued, job, call: Self.jobCall)
+    }
+
+    /// What a refused executor job's trap names as the call.
+    private static let jobCall: StaticString = """
+        Loop.executor: a job of an actor or task whose executor is this loop (one that awaits its own LoopGroup's \
+        shutdownGracefully(), say, and resumes here after the shutdown)
+        """
+
     private func enqueue(_ modes: BlockModes, _ block: @escaping @Sendable () -> Void, call: StaticString) {
         switch self.state.withLock({ $0.enqueue(modes, block) }) {
         case .queued(let action):

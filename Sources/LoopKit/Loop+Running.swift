@@ -81,15 +81,19 @@ extension Loop {
 
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
         var slept = false
+        // Which wait or look filled `ready`: a run nested in an observer or timer callback below may poll again.
+        var pollGeneration: UInt64 = 0
         // A mode that became empty has nothing to wait for: the pass ends `.finished` instead of sleeping.
         if !sourceHandled && !self.hasReached(deadline) && !self.isEmpty(items) {
             self.notifyObservers(.beforeWaiting, in: items)
             // No user code runs from here until the wait returns.
             slept = self.sleep(in: items, until: deadline, into: &ready)
+            pollGeneration = self.waitGeneration
             self.applyControlMessages()  // an item added from another thread (which woke us) sees afterWaiting
             self.notifyObservers(.afterWaiting, in: items)
         } else {
             self.look(in: items, into: &ready)
+            pollGeneration = self.waitGeneration
             self.applyControlMessages()
         }
 
@@ -100,7 +104,8 @@ extension Loop {
         didWork = didWork || self.firedTimers != timersBefore
         if !ready.isEmpty && !(returnAfterSourceHandled && sourceHandled) {
             sourceHandled = self.performReadyDescriptorSources(
-                ready, in: items, returnAfterSourceHandled: returnAfterSourceHandled) || sourceHandled
+                ready, polledAt: pollGeneration, in: items, returnAfterSourceHandled: returnAfterSourceHandled)
+                || sourceHandled
         }
         ready.removeAll()  // keeps no source alive past the pass
         didWork = self.performBlocks(in: mode) || didWork || sourceHandled
@@ -215,6 +220,14 @@ extension Loop {
     /// Takes a stop pending for the innermost run (or sees a shutdown), without the lock when none is pending.
     private func takeStop() -> Bool {
         self.state.pending.contains(.stop) && self.state.withLock { $0.takeStop() }
+    }
+
+    /// Reads a wake-up that arrived while a host slept on `LoopHostDriver.descriptor`, when the host's pass of `mode`
+    /// ran no look (the mode was empty). Loop thread, outside every run.
+    func absorbWakeUp(in mode: LoopMode) {
+        var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
+        self.look(in: self.modeItems(for: mode), into: &ready)
+        self.consumeWakeUp()
     }
 
     /// Looks at the mode's descriptors and the wake-up channel without waiting.

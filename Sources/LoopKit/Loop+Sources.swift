@@ -68,7 +68,8 @@ extension Loop {
         self.spareSignalled = taken
     }
 
-    /// Forgets candidates that ran, were invalidated or lost their signal, so the list keeps none of them alive.
+    /// Forgets candidates that ran, were invalidated, lost their signal or left every mode, so the list keeps none of
+    /// them alive. A source that left every mode keeps its flag: adding it again brings the signal back.
     func dropSpentCandidates() {
         // Filtered outside the property: dropping a candidate may free the last reference to its source, and the
         // deinit of what its callbacks capture is user code, which may invalidate another source and so come back.
@@ -80,7 +81,8 @@ extension Loop {
         }
         candidates.removeAll { candidate in
             let source = candidate.source
-            guard source.candidateTicket == candidate.ticket, source.isValid, source.isSignalled else {
+            guard source.candidateTicket == candidate.ticket, source.isValid, source.isSignalled,
+                  !source.modes.isEmpty else {
                 if source.candidateTicket == candidate.ticket {
                     source.candidateTicket = 0
                 }
@@ -97,18 +99,20 @@ extension Loop {
     /// A source is told only of the events it still watches (plus error, hang-up and invalid): an earlier callback of
     /// the pass, or another thread during the wait, may have changed its `events` since the poll.
     ///
+    /// - Parameter generation: `waitGeneration` just after the wait or look that found `ready`.
     /// - Returns: Whether a source was called.
     func performReadyDescriptorSources(
         _ ready: [(LoopDescriptorSource, DescriptorEvents)],
+        polledAt generation: UInt64,
         in items: ModeItems,
         returnAfterSourceHandled: Bool
     ) -> Bool {
         var handled = false
-        let wait = self.waitGeneration
         for (source, polled) in ready where source.isValid && source.modes.contains(items.mode) {
-            // A run nested in an earlier handler waited again and served what was ready; what this pass saw is stale
-            // now. Level-triggered, so anything still ready is reported on the next pass.
-            guard self.waitGeneration == wait else { break }
+            // A run nested in a callback since the poll (an afterWaiting observer, a timer, an earlier handler) polled
+            // again and served what was ready; what this pass saw is stale now. Level-triggered, so anything still
+            // ready is reported on the next pass.
+            guard self.waitGeneration == generation else { break }
             let events = polled.intersection(source.events.union([.error, .hangUp, .invalid]))
             guard !events.isEmpty else { continue }
             self.callOut(.descriptor(source.descriptor)) { source.handle(events) }

@@ -164,13 +164,22 @@ public final class Loop: @unchecked Sendable {
         let (activeRuns, isWaiting) = self.state.withLock { ($0.activeRuns, $0.isLoopWaiting) }
         assert(activeRuns == 0 && !isWaiting, "LoopKit bug: a loop was freed while one of its runs was active")
         #endif
-        // Items may outlive their loop and join another: forget this loop's modes (no callbacks from a deinit).
+        // Items may outlive their loop and join another: forget this loop's modes (no user callbacks from a deinit).
+        var endActions: [@Sendable () -> Void] = []
         for (item, _) in self.scheduledItems() {
             if let timer = item as? LoopTimer {
                 timer.forgetModes()
             } else {
                 item.modes = []
             }
+            if let action = (item as? LoopDescriptorSource)?.whenLoopEnds {
+                endActions.append(action)
+            }
+        }
+        // LoopKit's own, never user code: a signal source ends with its loop, freed or ended, so that no signal is
+        // swallowed by a loop that is gone. One per mode of the source: each ends it only once.
+        for action in endActions {
+            action()
         }
     }
 

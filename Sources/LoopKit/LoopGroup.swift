@@ -114,7 +114,11 @@ public final class LoopGroup: Sendable {
         for completion in completions { completion() }
     }
 
-    /// Shuts every loop down and returns once every thread has ended. Any task.
+    /// Shuts every loop down and returns once every thread has ended.
+    ///
+    /// Any task but one whose executor is a loop of this group (an actor on `loop.executor`, a task preferring it):
+    /// that task could never resume, and the job that would resume it traps, saying so. Use the completion variant
+    /// there.
     public func shutdownGracefully() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             self.shutdownGracefully { continuation.resume() }

@@ -32,7 +32,7 @@ public final class LoopHostDriver {
 
     /// A driver for `loop`'s `mode`.
     ///
-    /// - Throws: `SystemCallError` when the system has no epoll (`ENOSYS`) or no descriptor is left.
+    /// - Throws: `SystemCallError` when the system has no epoll or timerfd (`ENOSYS`), or no descriptor is left.
     /// - Precondition: Called on the loop's thread; `mode` is not `.common`.
     public init(loop: Loop, mode: LoopMode = .default) throws(SystemCallError) {
         loop.preconditionIsCurrent("LoopHostDriver(loop:mode:)")
@@ -43,7 +43,12 @@ public final class LoopHostDriver {
         self.loop = loop
         self.mode = mode
         self.epoll = epoll
-        self.deadlineTimer = loop.clock.readsSystemMonotonicClock ? DeadlineTimer() : nil
+        // Thrown, not done without: a host that sleeps on the descriptor alone would never wake for a timer.
+        if loop.clock.readsSystemMonotonicClock {
+            self.deadlineTimer = try DeadlineTimer()
+        } else {
+            self.deadlineTimer = nil
+        }
         _ = epoll.addOwn(loop.waiter.wakeUpDescriptor)
         if let deadlineTimer {
             _ = epoll.addOwn(deadlineTimer.descriptor)
@@ -93,7 +98,13 @@ public final class LoopHostDriver {
             self.isWaitAnnounced = false
             _ = self.loop.state.withLock { $0.endWait() }
         }
-        return self.loop.run(mode: self.mode, before: self.loop.now)
+        let result = self.loop.run(mode: self.mode, before: self.loop.now)
+        if result == .finished && self.loop.isEmpty(self.mode) {
+            // The run made no pass, so no look read a wake-up that ended the host's sleep (a `wakeUp()`, work for
+            // another mode): read it here, or the descriptor stays readable and the host spins.
+            self.loop.absorbWakeUp(in: self.mode)
+        }
+        return result
     }
 
     /// Registers the mode's descriptor sources in the epoll set, and unregisters those that left.

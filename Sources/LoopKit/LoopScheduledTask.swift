@@ -86,18 +86,22 @@ public final class LoopScheduledTask: @unchecked Sendable {
 extension Loop {
     /// Runs `task` once on the loop's thread after `delay`, while the loop runs one of `modes`. Any thread.
     ///
-    /// - Returns: A handle whose `cancel(_:)` stops the task and releases the closure at once.
+    /// A delay of zero or less runs the task at the loop's next pass, as SwiftNIO's `scheduleTask(in:)` does.
+    ///
+    /// - Returns: A handle whose `cancel(_:)` stops the task and releases the closure at once; already cancelled when
+    ///   the loop has ended (the task never runs).
     @discardableResult
     public func schedule(
         after delay: Duration,
         inModes modes: [LoopMode] = [.common],
         _ task: @escaping @Sendable () -> Void
     ) -> LoopScheduledTask {
-        loopPrecondition(delay >= .zero, "Loop.schedule(after:inModes:_:): the delay is negative (\(delay))")
-        return self.schedule(at: self.now + delay, inModes: modes, task)
+        self.schedule(at: self.now + max(delay, .zero), inModes: modes, task)
     }
 
     /// Runs `task` once on the loop's thread at `instant` (at the next pass if it has passed). Any thread.
+    ///
+    /// - Returns: A handle, already cancelled when the loop has ended (the task never runs).
     @discardableResult
     public func schedule(
         at instant: LoopInstant,
@@ -106,17 +110,16 @@ extension Loop {
     ) -> LoopScheduledTask {
         loopPrecondition(!modes.isEmpty, "Loop.schedule(at:inModes:_:): the list of modes is empty")
         let (scheduled, timer) = LoopScheduledTask.make(fireAt: instant, interval: .zero, repeats: false) { _ in task() }
-        for mode in modes {
-            self.add(timer, forMode: mode)
-        }
+        self.add(timer, forModes: modes, of: scheduled)
         return scheduled
     }
 
-    /// Runs `task` on the loop's thread every `interval`, the first time after `initialDelay`; missed slots are
-    /// skipped, as a repeating timer's. Any thread.
+    /// Runs `task` on the loop's thread every `interval`, the first time after `initialDelay` (at the next pass for
+    /// an initial delay of zero or less); missed slots are skipped, as a repeating timer's. Any thread.
     ///
     /// - Returns: A handle whose `cancel(_:)` stops the task; its completion is called after the last run ends.
-    /// - Precondition: `interval` is greater than zero; `initialDelay` is not negative.
+    ///   Already cancelled when the loop has ended (the task never runs).
+    /// - Precondition: `interval` is greater than zero.
     @discardableResult
     public func scheduleRepeating(
         initialDelay: Duration,
@@ -126,15 +129,23 @@ extension Loop {
     ) -> LoopScheduledTask {
         loopPrecondition(interval > .zero,
                          "Loop.scheduleRepeating(initialDelay:every:inModes:_:): the interval must be greater than zero")
-        loopPrecondition(initialDelay >= .zero,
-                         "Loop.scheduleRepeating(initialDelay:every:inModes:_:): the initial delay is negative")
         loopPrecondition(!modes.isEmpty, "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes")
-        let (scheduled, timer) = LoopScheduledTask.make(fireAt: self.now + initialDelay, interval: interval,
-                                                        repeats: true, body: task)
-        for mode in modes {
-            self.add(timer, forMode: mode)
-        }
+        let (scheduled, timer) = LoopScheduledTask.make(fireAt: self.now + max(initialDelay, .zero),
+                                                        interval: interval, repeats: true, body: task)
+        self.add(timer, forModes: modes, of: scheduled)
         return scheduled
+    }
+
+    /// Adds a scheduled task's timer to `modes`; a loop that has ended refuses it, and the task is then cancelled,
+    /// so that its handle tells the caller and its closure is released.
+    private func add(_ timer: LoopTimer, forModes modes: [LoopMode], of scheduled: LoopScheduledTask) {
+        var isAccepted = false
+        for mode in modes {
+            isAccepted = self.add(timer, forMode: mode) || isAccepted
+        }
+        if !isAccepted {
+            scheduled.cancel()
+        }
     }
 
     /// When the next timer of `mode` is due (Foundation's `RunLoop.limitDate(forMode:)`), or `nil` when the mode has

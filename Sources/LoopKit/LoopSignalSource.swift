@@ -32,6 +32,9 @@ public final class LoopSignalSource: @unchecked Sendable {
 
     /// Starts delivering `signal` to `loop` in `modes`. Any thread.
     ///
+    /// On a loop that has ended, the source comes back invalid (`isValid` is `false`), and the signal keeps the
+    /// disposition it had: an ended loop never swallows a signal.
+    ///
     /// - Parameters:
     ///   - signal: A catchable signal, e.g. `SIGINT` (not `SIGKILL` or `SIGSTOP`).
     ///   - loop: The loop whose thread runs `handler`.
@@ -39,12 +42,14 @@ public final class LoopSignalSource: @unchecked Sendable {
     ///   - handler: Runs on the loop's thread with the number of deliveries since its last call (at least 1).
     /// - Throws: `SystemCallError` when the pipe cannot be created, or `sigaction` refuses the signal (`EINVAL`: it
     ///   cannot be caught; `EBUSY`: 16 sources already watch it).
+    /// - Precondition: `modes` is not empty.
     public init(
         signal: CInt,
         loop: Loop,
         modes: [LoopMode] = [.common],
         _ handler: @escaping @Sendable (Int) -> Void
     ) throws(SystemCallError) {
+        loopPrecondition(!modes.isEmpty, "LoopSignalSource(signal:loop:modes:_:): the list of modes is empty")
         let pipe = try WakeupPipe()
         let slot = try ProcessSignals.install(signal, notifying: pipe)
         let live = LoopLock<LoopSignalSource?>(nil)
@@ -65,8 +70,12 @@ public final class LoopSignalSource: @unchecked Sendable {
         source.whenLoopEnds = { live.withLock { $0 }?.invalidate() }
         self.source = source
         live.withLock { $0 = self }
+        var isAccepted = false
         for mode in modes {
-            loop.add(source, forMode: mode)
+            isAccepted = loop.add(source, forMode: mode) || isAccepted
+        }
+        if !isAccepted {
+            self.invalidate()  // the loop has ended: nothing would ever read the pipe
         }
     }
 

@@ -105,6 +105,9 @@ extension LoopSource: LoopItem {
 
     func detach(from items: ModeItems, loop: Loop) {
         ModeItems.remove(self, from: &items.sources)
+        if self.modes.isEmpty && self.isSignalled {
+            loop.forgetSignal(of: self)  // in no mode now, so no list keeps it; its flag stays for a later add
+        }
         self.cancelCallback?(self, items.mode)
     }
 }

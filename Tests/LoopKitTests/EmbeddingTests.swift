@@ -259,6 +259,38 @@ struct EmbeddingTests {
         #expect(action.__sigaction_handler.sa_handler == nil)  // SIG_DFL again: no LoopKit handler installed
     }
 
+    @Test func aSourceMadeForALoopThatHasEndedIsInvalidAndLeavesTheSignalAlone() throws {
+        let thread = try LoopThread(name: "signals-after-end")
+        thread.shutdownAndJoin()
+        weak var weakSource: LoopSignalSource?
+        do {
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { _ in }
+            weakSource = source
+            #expect(!source.isValid)
+        }
+        #expect(weakSource == nil)
+        var action = sigaction()
+        sigaction(SIGUSR2, nil, &action)
+        #expect(action.__sigaction_handler.sa_handler == nil)  // SIG_DFL: no LoopKit handler left behind
+    }
+
+    /// A loop of one's own that is let go of without `invalidate()` ends its signal sources as it goes.
+    @Test func aSourceWhoseLoopIsFreedIsInvalidatedAndGivesItsSignalBack() throws {
+        weak var weakSource: LoopSignalSource?
+        weak var weakLoop: Loop?
+        do {
+            let loop = try Loop()
+            weakLoop = loop
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+            weakSource = source
+        }
+        #expect(weakLoop == nil)
+        #expect(weakSource == nil)
+        var action = sigaction()
+        sigaction(SIGUSR2, nil, &action)
+        #expect(action.__sigaction_handler.sa_handler == nil)
+    }
+
     /// A process whose threads all block a signal (a child spawned from one of Dispatch's threads inherits such a
     /// mask) would never see it: creating a source lets the calling thread take it.
     @Test func creatingASourceUnblocksItsSignalOnTheCallingThread() throws {

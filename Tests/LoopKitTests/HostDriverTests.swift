@@ -71,4 +71,22 @@ struct HostDriverTests {
         #expect(poll(&watched, 1, 30_000) == 1)
         #expect(driver.dispatch() == .timedOut)
     }
+
+    /// A wake-up that arrives while the host sleeps on a driver whose mode holds nothing (a `wakeUp()`, work for
+    /// another mode) is read by the dispatch, so that the descriptor does not stay readable and spin the host.
+    @Test func aWakeUpForAnEmptyModeIsReadSoTheHostDoesNotSpin() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        #expect(driver.prepare() == nil)
+        let waker = startThread { loop.wakeUp() }
+        waker.join()
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&watched, 1, 5_000) == 1)
+        #expect(driver.dispatch() == .finished)
+        #expect(driver.prepare() == nil)
+        watched.revents = 0
+        #expect(poll(&watched, 1, 100) == 0, "nothing to do: the descriptor is not readable")
+        driver.dispatch()
+    }
 }

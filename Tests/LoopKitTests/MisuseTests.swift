@@ -36,10 +36,9 @@ struct MisuseTests {
         case invalidatingFromInsideARun
         case invalidatingOnAnotherThread
         case addingCommonToItself
-        case negativeScheduleDelay
+        case signalSourceWithNoModes
         case scheduleWithNoModes
         case repeatingScheduleWithZeroInterval
-        case repeatingScheduleWithNegativeDelay
         case repeatingScheduleWithNoModes
         case nextTimerDateOfCommon
         case hostDriverForCommon
@@ -82,10 +81,9 @@ struct MisuseTests {
             case .invalidatingFromInsideARun: "Loop.invalidate(): called from inside one of the loop's runs"
             case .invalidatingOnAnotherThread: "Loop.invalidate() must be called on the loop's own thread"
             case .addingCommonToItself: "Loop.addCommonMode(_:): `common` cannot be a member of itself"
-            case .negativeScheduleDelay: "Loop.schedule(after:inModes:_:): the delay is negative"
+            case .signalSourceWithNoModes: "LoopSignalSource(signal:loop:modes:_:): the list of modes is empty"
             case .scheduleWithNoModes: "Loop.schedule(at:inModes:_:): the list of modes is empty"
             case .repeatingScheduleWithZeroInterval: "Loop.scheduleRepeating(initialDelay:every:inModes:_:)"
-            case .repeatingScheduleWithNegativeDelay: "Loop.scheduleRepeating(initialDelay:every:inModes:_:)"
             case .repeatingScheduleWithNoModes: "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes"
             case .nextTimerDateOfCommon: "Loop.nextTimerDate(forMode:): `common` is a pseudo-mode"
             case .hostDriverForCommon: "LoopHostDriver(loop:mode:): `common` is a pseudo-mode"
@@ -142,11 +140,9 @@ struct MisuseTests {
                 loop.run(mode: .default, before: loop.now + .seconds(1))
             case .invalidatingOnAnotherThread: onAnotherThread { loop.invalidate() }
             case .addingCommonToItself: loop.addCommonMode(.common)
-            case .negativeScheduleDelay: _ = loop.schedule(after: .milliseconds(-1)) {}
+            case .signalSourceWithNoModes: _ = try? LoopSignalSource(signal: SIGUSR2, loop: loop, modes: []) { _ in }
             case .scheduleWithNoModes: _ = loop.schedule(at: loop.now, inModes: []) {}
             case .repeatingScheduleWithZeroInterval: _ = loop.scheduleRepeating(initialDelay: .zero, every: .zero) { _ in }
-            case .repeatingScheduleWithNegativeDelay:
-                _ = loop.scheduleRepeating(initialDelay: .milliseconds(-1), every: .seconds(1)) { _ in }
             case .repeatingScheduleWithNoModes:
                 _ = loop.scheduleRepeating(initialDelay: .zero, every: .seconds(1), inModes: []) { _ in }
             case .nextTimerDateOfCommon: _ = loop.nextTimerDate(forMode: .common)

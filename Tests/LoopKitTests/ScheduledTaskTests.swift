@@ -78,4 +78,40 @@ struct ScheduledTaskTests {
         #expect(await counter.onLoopThread())
         thread.shutdownAndJoin()
     }
+
+    /// As SwiftNIO's `scheduleTask(in:)`: a delay below zero runs the task at the next pass.
+    @Test func aNegativeDelayRunsTheTaskAtTheNextPass() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let ran = Recorder<String>()
+        loop.schedule(after: .milliseconds(-5)) { ran.append("once") }
+        loop.scheduleRepeating(initialDelay: .seconds(-1), every: .seconds(1)) { task in
+            ran.append("repeating")
+            task.cancel()
+        }
+        loop.run(mode: .default, before: clock.now)  // one pass: the clock does not move
+        #expect(ran.elements.sorted() == ["once", "repeating"])
+    }
+
+    /// A loop that has ended refuses the task: the handle says so, and the closure is released at once.
+    @Test func aTaskScheduledOnAnEndedLoopComesBackCancelledAndReleased() throws {
+        let thread = try LoopThread(name: "scheduled-after-end")
+        thread.shutdownAndJoin()
+        weak var weakPayload: Payload?
+        let completions = Recorder<Int>()
+        let once: LoopScheduledTask
+        let repeating: LoopScheduledTask
+        do {
+            let payload = Payload()
+            weakPayload = payload
+            once = thread.loop.schedule(after: .zero) { _ = payload }
+            repeating = thread.loop.scheduleRepeating(initialDelay: .zero, every: .seconds(1)) { _ in _ = payload }
+        }
+        #expect(once.isCancelled)
+        #expect(repeating.isCancelled)
+        #expect(weakPayload == nil)
+        once.cancel { completions.append(1) }
+        #expect(completions.elements == [1])
+    }
 }

@@ -32,7 +32,7 @@ final class LoopJobTarget: SerialExecutor, TaskExecutor {
     /// Queues `job` as a block on the loop. Any thread.
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        self.loop.perform(inModes: self.modes) {
+        self.loop.enqueueJob(inModes: self.modes) {
             switch self.role {
             case .serial: job.runSynchronously(on: self.asUnownedSerialExecutor())
             case .task: job.runSynchronously(on: self.asUnownedTaskExecutor())

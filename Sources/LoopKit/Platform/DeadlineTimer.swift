@@ -22,10 +22,13 @@ final class DeadlineTimer {
 
     /// timerfd_create(2); `nil` where there is none or no descriptor is left (the waiter then keeps ppoll's
     /// timeout).
-    init?() {
-        guard case .processed(let descriptor)? = try? nonBlockingCall("timerfd_create", {
+    /// - Throws: `SystemCallError` when timerfd_create(2) fails (no descriptor left, or no timerfd).
+    init() throws(SystemCallError) {
+        guard case .processed(let descriptor) = try nonBlockingCall("timerfd_create", {
             cloopkit_timerfd_create()
-        }) else { return nil }
+        }) else {
+            throw SystemCallError.unsupported("timerfd_create")  // it never blocks: not reached
+        }
         self.descriptor = descriptor
     }
 

@@ -60,7 +60,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.backend = backend
         self.clock = clock
         self.wakeupPipe = try WakeupPipe()
-        self.deadlineTimer = backend == .linux && clock.readsSystemMonotonicClock ? DeadlineTimer() : nil
+        self.deadlineTimer = backend == .linux && clock.readsSystemMonotonicClock ? (try? DeadlineTimer()) : nil
         self.poller = poller ?? SystemPoller(call: backend == .linux ? .nanosecondTimeout : .millisecondTimeout)
     }
 
@@ -99,6 +99,15 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
 
     func descriptorSource(_ source: LoopDescriptorSource, didLeave items: ModeItems) {
         self.registries[ObjectIdentifier(items)]?.remove(source)
+        if source.modes.isEmpty && source.isListedWithNewEvents.load(ordering: .acquiring) {
+            // In no mode, no registry needs its new events, and the list must not keep it alive until a wait.
+            let listed = self.sourcesWithNewEvents.withLock { list in
+                list.firstIndex { $0 === source }.map { list.remove(at: $0) }
+            }
+            if listed != nil {
+                source.isListedWithNewEvents.store(false, ordering: .releasing)
+            }
+        }
     }
 
     func runWillBegin(in items: ModeItems) {

@@ -211,8 +211,9 @@ final class LoopModel {
             item.modes.remove(mode)
             return
         }
-        // Removing from `common` removes from every member of the common set (Modes.md).
-        self.commonItems.remove(item.ref)
+        // Removing from `common` removes an item added to `common` from every member of the common set; an item added
+        // to the members one by one stays in them (Modes.md, as CFRunLoopRemoveSource with kCFRunLoopCommonModes).
+        guard self.commonItems.remove(item.ref) != nil else { return }
         item.modes.subtract(self.commonModes)
     }
 

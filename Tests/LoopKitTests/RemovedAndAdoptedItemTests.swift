@@ -1,0 +1,145 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Testing
+@testable import LoopKit
+
+/// Items taken out of modes, moved to a new loop after theirs ended, and a pass whose poll a nested run made stale:
+/// nothing is kept alive, nothing is called twice, and removal finds the item it names.
+@Suite("Removed and adopted items")
+struct RemovedAndAdoptedItemTests {
+    final class Payload: Sendable {}
+
+    /// A timer's callback runs the loop nested; the nested run polls again and its handler reads the one byte. The
+    /// outer pass, whose poll found the descriptor ready before the timer fired, must not call the handler again
+    /// on that stale report.
+    @Test func aNestedRunInATimerCallbackMakesTheOuterPassForgetItsPoll() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let pipe = try TestPipe()
+        let reads = Recorder<String>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+            reads.append(pipe.readAll())
+        }, forMode: .default)
+        pipe.write()
+        loop.add(LoopTimer(fireAt: loop.now) { _ in
+            loop.run(mode: .default, before: loop.now)
+        }, forMode: .default)
+        loop.run(mode: .default, before: loop.now + .milliseconds(20))
+        #expect(reads.elements == ["x"], "one call, which read the byte; no second call on the stale report")
+    }
+
+    /// An `afterWaiting` observer does the same.
+    @Test func aNestedRunInAnAfterWaitingObserverMakesTheOuterPassForgetItsPoll() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let pipe = try TestPipe()
+        let reads = Recorder<String>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+            reads.append(pipe.readAll())
+        }, forMode: .default)
+        let observer = LoopObserver(activities: .afterWaiting, repeats: false) { _, _ in
+            loop.run(mode: .default, before: loop.now)
+        }
+        loop.add(observer, forMode: .default)
+        let writer = startThread {
+            _ = waitUntil { loop.isWaiting }
+            pipe.write()
+        }
+        loop.run(mode: .default, before: loop.now + .milliseconds(200), returnAfterSourceHandled: true)
+        writer.join()
+        #expect(reads.elements == ["x"])
+    }
+
+    @Test func aSignalledSourceRemovedFromItsOnlyModeIsReleasedAndKeepsItsSignalForALaterAdd() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)  // keeps the mode alive
+        weak var weakPayload: Payload?
+        weak var weakSource: LoopSource?
+        do {
+            let payload = Payload()
+            weakPayload = payload
+            let source = LoopSource { _ in _ = payload }
+            weakSource = source
+            loop.add(source, forMode: .default)
+            source.signal()
+            loop.remove(source, forMode: .default)
+            loop.run(mode: .default, before: clock.now)
+        }
+        #expect(weakSource == nil)
+        #expect(weakPayload == nil)
+
+        let runs = Recorder<Int>()
+        let source = LoopSource { _ in runs.append(1) }
+        loop.add(source, forMode: .default)
+        source.signal()
+        loop.remove(source, forMode: .default)
+        loop.run(mode: .default, before: clock.now)
+        #expect(runs.elements.isEmpty)
+        loop.add(source, forMode: .default)
+        loop.run(mode: .default, before: clock.now)
+        #expect(runs.elements == [1], "the signal made before the removal runs once the source is back")
+    }
+
+    @Test func aDescriptorSourceWhoseEventsChangedIsReleasedWhenRemovedWithoutAWait() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let pipe = try TestPipe()
+        weak var weakSource: LoopDescriptorSource?
+        do {
+            let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }
+            weakSource = source
+            loop.add(source, forMode: .default)
+            source.events = .writable
+            source.invalidate()
+        }
+        #expect(weakSource == nil)
+    }
+
+    /// As CFRunLoopRemoveSource with kCFRunLoopCommonModes: only an item added to `common` leaves the common modes.
+    @Test func removingFromCommonLeavesAnItemAddedToTheModesByName() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let source = LoopSource { _ in }
+        loop.add(source, forMode: .default)
+        loop.remove(source, forMode: .common)
+        #expect(loop.contains(source, inMode: .default))
+        loop.add(source, forMode: .common)
+        loop.remove(source, forMode: .common)
+        #expect(!loop.contains(source, inMode: .default))
+        #expect(!loop.contains(source, inMode: .tracking))
+    }
+
+    /// An observer numbered by a loop that ended joins a new loop, which numbers it afresh: removing it, or one of
+    /// the new loop's own observers, takes out exactly the one named.
+    @Test func anItemAdoptedFromAnEndedLoopIsNumberedAfreshSoRemovalFindsIt() throws {
+        let first = try Loop()
+        let calls = Recorder<String>()
+        for index in 1...5 {
+            first.add(LoopObserver(activities: .entry) { _, _ in calls.append("old \(index)") }, forMode: .default)
+        }
+        let adopted = LoopObserver(activities: .entry) { _, _ in calls.append("adopted") }
+        first.add(adopted, forMode: .default)  // sequence 6 in `first`
+        first.invalidate()
+
+        let second = try Loop()
+        defer { second.invalidate() }
+        second.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        second.add(adopted, forMode: .default)  // sequence 2 here, or 6 if it kept the old number
+        var own: [LoopObserver] = []
+        for index in 1...6 {
+            let observer = LoopObserver(activities: .entry) { _, _ in calls.append("new \(index)") }
+            own.append(observer)
+            second.add(observer, forMode: .default)
+        }
+        second.remove(own[3], forMode: .default)  // sequence 6 in `second`
+        second.remove(adopted, forMode: .default)
+        calls.removeAll()
+        second.run(mode: .default, before: second.now)
+        #expect(calls.elements == ["new 1", "new 2", "new 3", "new 5", "new 6"])
+    }
+}
