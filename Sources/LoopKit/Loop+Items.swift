@@ -296,29 +296,33 @@ extension Loop {
     ///
     /// From another thread, re-arms coalesce: while one is on its way to the loop, more add nothing, and the one that
     /// arrives reads the latest date (the last one wins), so a burst of re-arms costs one queued change, not one each.
-    func rescheduleTimer(_ timer: LoopTimer) {
+    ///
+    /// - Parameter keepingPlace: The date did not change (a new tolerance): the timer keeps its place among timers of
+    ///   the same date (see `ModeTimers.schedule(slot:at:keepingPlace:)`). A re-arm coalesced into it keeps it too.
+    func rescheduleTimer(_ timer: LoopTimer, keepingPlace: Bool = false) {
         guard !self.isCurrent else {
-            self.requeue(timer)
+            self.requeue(timer, keepingPlace: keepingPlace)
             return
         }
         guard !timer.isRequeuePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
         self.post { loop in
             timer.isRequeuePending.store(false, ordering: .releasing)  // before reading the date: a later re-arm posts
-            loop.requeue(timer)
+            loop.requeue(timer, keepingPlace: keepingPlace)
         }
     }
 
     /// Queues the timer's next fire in each of its modes; the entries it had become stale (and a queue that is
     /// mostly stale entries is rebuilt, so re-arming a timer cannot grow a queue without bound).
-    func requeue(_ timer: LoopTimer) {
-        self.requeue(timer, at: timer.nextFire())
+    func requeue(_ timer: LoopTimer, keepingPlace: Bool = false) {
+        self.requeue(timer, at: timer.nextFire(), keepingPlace: keepingPlace)
     }
 
     /// Queues `timer`'s fire at `next` (`nil`: none) in every mode it is in. `next` is what the timer's schedule
     /// holds; a change from another thread since is queued for the loop (`rescheduleTimer`), and applied after.
-    func requeue(_ timer: LoopTimer, at next: LoopTimer.NextFire?) {
+    func requeue(_ timer: LoopTimer, at next: LoopTimer.NextFire?, keepingPlace: Bool = false) {
         for membership in timer.memberships {
-            self.modeItemsByIndex[Int(membership.modeIndex)].timers.schedule(slot: membership.slot, at: next)
+            self.modeItemsByIndex[Int(membership.modeIndex)].timers.schedule(slot: membership.slot, at: next,
+                                                                             keepingPlace: keepingPlace)
         }
     }
 

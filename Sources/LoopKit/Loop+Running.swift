@@ -24,6 +24,9 @@ extension Loop {
                      "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run; "
                         + "run a real mode such as .default")
         self.serveMainQueueIfNeeded()
+        // Run by the host's own code between a driver's prepare() and dispatch() (a modal drag in a GTK handler):
+        // the loop stops counting as asleep for the host, so that this run may wait.
+        self.endHostWait()
         self.applyControlMessages()
         if self.isEmpty(mode) {
             return .finished
@@ -220,6 +223,13 @@ extension Loop {
     /// Takes a stop pending for the innermost run (or sees a shutdown), without the lock when none is pending.
     private func takeStop() -> Bool {
         self.state.pending.contains(.stop) && self.state.withLock { $0.takeStop() }
+    }
+
+    /// Ends the wait a `LoopHostDriver` announced for its host, if one is announced. Loop thread.
+    func endHostWait() {
+        guard self.isHostWaitAnnounced else { return }
+        self.isHostWaitAnnounced = false
+        _ = self.state.withLock { $0.endWait() }
     }
 
     /// Reads a wake-up that arrived while a host slept on `LoopHostDriver.descriptor`, when the host's pass of `mode`

@@ -73,6 +73,9 @@ public final class Loop: @unchecked Sendable {
     @exclusivity(unchecked) var firedTimers: UInt64 = 0
     /// The main loop serves the main queue from its first run on (see `Loop+MainQueue`).
     var isServingMainQueue = false
+    /// A host's wait that `LoopHostDriver.prepare()` announced (the loop counts as asleep, so that other threads
+    /// wake the host), not ended yet by `dispatch()` or a run (see `endHostWait()`).
+    var isHostWaitAnnounced = false
 
     /// Whether this is `Loop.main`. Any thread.
     var isMainLoop: Bool { self.owner == .mainThread }

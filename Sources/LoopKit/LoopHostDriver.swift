@@ -25,10 +25,16 @@ public final class LoopHostDriver {
     public let mode: LoopMode
     private let epoll: EpollSet
     private let deadlineTimer: DeadlineTimer?
-    /// What each watched descriptor of the mode is registered for.
-    private var registered: [CInt: DescriptorEvents] = [:]
-    /// `prepare()` announced a wait that `dispatch()` has not ended.
-    private var isWaitAnnounced = false
+    /// What each watched descriptor of the mode is registered for, and for which sources.
+    private var registered: [CInt: Registration] = [:]
+
+    /// A descriptor's registration: the events its sources watch, and the sources (by `sequence`, which a loop never
+    /// gives twice). Another source on the same number may be another file: the number was closed and reused, and
+    /// the kernel dropped the old file's registration with its last descriptor.
+    private struct Registration: Equatable {
+        var events: DescriptorEvents = []
+        var sources: [UInt64] = []
+    }
 
     /// A driver for `loop`'s `mode`.
     ///
@@ -72,10 +78,13 @@ public final class LoopHostDriver {
         guard self.syncRegistrations(with: items) else {
             return .zero  // epoll refused a descriptor (closed, or a regular file): the pass's look reports it
         }
-        guard self.isWaitAnnounced || self.loop.state.withLock({ $0.beginWait() }) else {
+        if self.loop.blockQueue.hasBlock(admittedIn: self.mode, commonModes: self.loop.commonModeSet) {
+            return .zero  // blocks taken before a nested run's drain stopped short of them: dispatch at once
+        }
+        guard self.loop.isHostWaitAnnounced || self.loop.state.withLock({ $0.beginWait() }) else {
             return .zero  // queued work, a stop or a wake-up: dispatch at once
         }
-        self.isWaitAnnounced = true
+        self.loop.isHostWaitAnnounced = true
         guard let next = self.loop.nextTimerWake(in: items) else {
             _ = self.deadlineTimer?.set(nil)
             return nil
@@ -94,10 +103,7 @@ public final class LoopHostDriver {
     @discardableResult
     public func dispatch() -> RunResult {
         self.loop.preconditionIsCurrent("LoopHostDriver.dispatch()")
-        if self.isWaitAnnounced {
-            self.isWaitAnnounced = false
-            _ = self.loop.state.withLock { $0.endWait() }
-        }
+        self.loop.endHostWait()
         let result = self.loop.run(mode: self.mode, before: self.loop.now)
         if result == .finished && self.loop.isEmpty(self.mode) {
             // The run made no pass, so no look read a wake-up that ended the host's sleep (a `wakeUp()`, work for
@@ -113,25 +119,32 @@ public final class LoopHostDriver {
     /// - Complexity: O(*n*) for *n* descriptor sources in the mode.
     private func syncRegistrations(with items: ModeItems) -> Bool {
         var isComplete = true
-        var wanted: [CInt: DescriptorEvents] = [:]
+        var wanted: [CInt: Registration] = [:]
         for source in items.descriptorSources where source.isValid {
-            wanted[source.descriptor, default: []].formUnion(source.events)
+            wanted[source.descriptor, default: Registration()].events.formUnion(source.events)
+            wanted[source.descriptor, default: Registration()].sources.append(source.sequence)
         }
         for (descriptor, _) in self.registered where wanted[descriptor] == nil {
             _ = self.epoll.remove(descriptor)
             self.registered[descriptor] = nil
         }
-        for (descriptor, events) in wanted where self.registered[descriptor] != events {
-            let result = self.registered[descriptor] == nil
-                ? self.epoll.add(descriptor, watching: events)
-                : self.epoll.modify(descriptor, watching: events)
+        for (descriptor, registration) in wanted where self.registered[descriptor] != registration {
+            let events = registration.events
+            let result: EpollSet.ChangeResult
+            if let previous = self.registered[descriptor], previous.sources == registration.sources {
+                result = self.epoll.modify(descriptor, watching: events)
+            } else {
+                _ = self.epoll.remove(descriptor)  // fails harmlessly for a new number, or one closed since
+                result = self.epoll.add(descriptor, watching: events)
+            }
             switch result {
             case .done:
-                self.registered[descriptor] = events
+                self.registered[descriptor] = registration
             case .alreadyRegistered:
                 _ = self.epoll.modify(descriptor, watching: events)
-                self.registered[descriptor] = events
+                self.registered[descriptor] = registration
             default:
+                self.registered[descriptor] = nil
                 isComplete = false
             }
         }
@@ -139,9 +152,7 @@ public final class LoopHostDriver {
     }
 
     deinit {
-        if self.isWaitAnnounced {
-            _ = self.loop.state.withLock { $0.endWait() }
-        }
+        self.loop.endHostWait()
     }
 }
 

@@ -174,8 +174,15 @@ public final class LoopTimer: @unchecked Sendable {
         get { self.withSchedule { $0.tolerance } }
         set {
             loopPrecondition(newValue >= .zero, "LoopTimer.tolerance: the tolerance is negative (\(newValue))")
-            self.withSchedule { $0.tolerance = newValue }
-            self.boundLoop?.rescheduleTimer(self)
+            let isChanged = self.withSchedule { schedule in
+                defer { schedule.tolerance = newValue }
+                return newValue != schedule.tolerance
+            }
+            // Re-queued so that the next wake uses it, in its place among timers of the same date: unlike a new date,
+            // a tolerance does not re-sort a timer (nor does CF's CFRunLoopTimerSetTolerance).
+            if isChanged {
+                self.boundLoop?.rescheduleTimer(self, keepingPlace: true)
+            }
         }
     }
 

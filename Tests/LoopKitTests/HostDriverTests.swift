@@ -89,4 +89,50 @@ struct HostDriverTests {
         #expect(poll(&watched, 1, 100) == 0, "nothing to do: the descriptor is not readable")
         driver.dispatch()
     }
+
+    /// A source cancelled and its descriptor closed, then a new source on a new pipe that got the same number: the
+    /// kernel dropped the old file's registration with it, so the driver must register the new file.
+    @Test func aDescriptorNumberReusedByANewSourceWakesTheHost() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)  // keeps the mode alive
+        var first: TestPipe? = try TestPipe()
+        let number = first!.readEnd
+        let old = LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in }
+        loop.add(old, forMode: .default)
+        _ = driver.prepare()
+        driver.dispatch()
+        old.invalidate()
+        first = nil  // both ends closed
+        let second = try TestPipe()
+        try #require(second.readEnd == number, "the new pipe reuses the number")
+        let reads = Recorder<String>()
+        loop.add(LoopDescriptorSource(descriptor: second.readEnd, events: .readable) { _, _ in
+            reads.append(second.readAll())
+        }, forMode: .default)
+        #expect(driver.prepare() != .zero, "the host may sleep")
+        second.write()
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&watched, 1, 5_000) == 1, "the host wakes for the new file")
+        driver.dispatch()
+        #expect(reads.elements == ["x"])
+    }
+
+    /// The host's own code runs the loop between prepare() and dispatch() (a modal drag in a toolkit's handler): the
+    /// nested run may wait, and the driver carries on after it.
+    @Test func aRunBetweenPrepareAndDispatchWaitsAndTheDriverCarriesOn() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        let fired = Recorder<String>()
+        loop.add(LoopTimer(interval: .milliseconds(5)) { _ in fired.append("modal") }, forMode: .default)
+        #expect(driver.prepare() != nil)
+        loop.run(mode: .default, before: loop.now + .seconds(5), returnAfterSourceHandled: false)
+        #expect(fired.elements == ["modal"])
+        loop.perform { fired.append("block") }
+        #expect(driver.prepare() == .zero)
+        driver.dispatch()
+        #expect(fired.elements == ["modal", "block"])
+    }
 }

@@ -452,7 +452,7 @@ struct LoopDescriptorSourceTests {
         let loop = try path.makeLoop(clock: ManualLoopClock())
         defer { loop.invalidate() }
         let pipe = try TestPipe()
-        let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3000)
+        let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: path == .ppoll ? 3000 : 3050)
         let reports = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: descriptor, events: .readable) { _, events in
             reports.append(events)
@@ -471,7 +471,7 @@ struct LoopDescriptorSourceTests {
         let loop = try path.makeLoop(clock: ManualLoopClock())
         defer { loop.invalidate() }
         let pipe = try TestPipe()
-        let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3100)
+        let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: path == .ppoll ? 3100 : 3150)
         let calls = Recorder<Int>()
         let source = LoopDescriptorSource(descriptor: descriptor, events: []) { _, _ in calls.append(1) }
         loop.add(source, forMode: .default)

@@ -92,4 +92,23 @@ struct TimerMoveTests {
             #expect(waitUntil(limit: .seconds(5)) { ticked.count == 1 }, "round \(round): the link never ticked")
         }
     }
+
+    /// Widening a timer's tolerance does not move it behind timers added later with the same fire date (CF's
+    /// CFRunLoopTimerSetTolerance does not re-sort); setting the same tolerance again changes nothing either.
+    @Test func aWiderToleranceKeepsATimersPlaceAmongEqualDates() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let order = Recorder<String>()
+        let date = clock.now + .milliseconds(10)
+        let first = LoopTimer(fireAt: date) { _ in order.append("first") }
+        let second = LoopTimer(fireAt: date) { _ in order.append("second") }
+        loop.add(first, forMode: .default)
+        loop.add(second, forMode: .default)
+        first.tolerance = .milliseconds(5)
+        second.tolerance = .zero
+        loop.run(mode: .default, before: clock.now + .seconds(1))
+        #expect(order.elements == ["first", "second"])
+        #expect(clock.now >= date)
+    }
 }

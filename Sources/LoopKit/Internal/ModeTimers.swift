@@ -48,20 +48,34 @@ struct ModeTimers {
         self.compactIfMostlyStale()
     }
 
+    /// How far apart the pushes of two schedulings are. The numbers between are for a timer queued again in its place
+    /// (`keepingPlace`): its new entry sorts where its old one did among equal deadlines, before every later
+    /// scheduling. After `pushStep - 1` such re-queues in a row the timer takes a fresh push.
+    static let pushStep: UInt64 = 256
+
     /// Queues a fire of the timer in `slot` at `deadline`; any earlier entry of the slot becomes stale.
     ///
+    /// - Parameter keepingPlace: Keep the place the slot's live entry has among equal deadlines (a new tolerance,
+    ///   not a new date), instead of going after every entry scheduled so far.
     /// - Complexity: O(log *n*).
-    mutating func schedule(slot: Int32, deadline: UInt64, tolerance: UInt64) {
-        self.lastPush &+= 1
-        self.slots[Int(slot)].push = self.lastPush
-        self.queue.insert(TimerEntry(deadline: deadline, push: self.lastPush, tolerance: tolerance, slot: slot))
+    mutating func schedule(slot: Int32, deadline: UInt64, tolerance: UInt64, keepingPlace: Bool = false) {
+        let current = self.slots[Int(slot)].push
+        let push: UInt64
+        if keepingPlace && current != 0 && current % Self.pushStep != Self.pushStep - 1 {
+            push = current + 1
+        } else {
+            self.lastPush &+= Self.pushStep
+            push = self.lastPush
+        }
+        self.slots[Int(slot)].push = push
+        self.queue.insert(TimerEntry(deadline: deadline, push: push, tolerance: tolerance, slot: slot))
         self.compactIfMostlyStale()
     }
 
     /// Queues the timer in `slot` at `next`, or, for `nil` (invalid, or no date yet), makes its entries stale.
-    mutating func schedule(slot: Int32, at next: LoopTimer.NextFire?) {
+    mutating func schedule(slot: Int32, at next: LoopTimer.NextFire?, keepingPlace: Bool = false) {
         if let next {
-            self.schedule(slot: slot, deadline: next.deadline, tolerance: next.tolerance)
+            self.schedule(slot: slot, deadline: next.deadline, tolerance: next.tolerance, keepingPlace: keepingPlace)
         } else {
             self.unschedule(slot: slot)
         }

@@ -8,7 +8,8 @@
 struct TimerEntry {
     var deadline: UInt64
     /// Which scheduling of the slot this entry stands for; it grows with every scheduling in the mode, so equal
-    /// deadlines fire in the order they were (re)scheduled, as in CF and libuv.
+    /// deadlines fire in the order they were (re)scheduled, as in CF and libuv; a timer queued again in its place (a
+    /// new tolerance) takes the number after its own (`ModeTimers.pushStep`).
     var push: UInt64
     var tolerance: UInt64
     var slot: Int32

@@ -104,7 +104,9 @@ final class TestEventDescriptor: @unchecked Sendable {
 #endif
 
 /// A duplicate of `descriptor` numbered `atLeast` or above, out of the range that other tests' `pipe()` calls
-/// reuse, so that a test may close it under a live source without another test opening the same number.
+/// reuse, so that a test may close it under a live source without another test opening the same number. Each test
+/// that may run beside another takes a range of its own: the cases of a parametrized test run in parallel, and one
+/// case's duplicate would take the number the other case just closed.
 func highDuplicate(of descriptor: CInt, atLeast minimum: CInt) throws -> CInt {
     let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, minimum)
     try #require(duplicate >= minimum)
