@@ -3,8 +3,9 @@
 /// `add`, `remove` and `addCommonMode` are safe from any thread: on the loop's thread they take effect at once,
 /// elsewhere at the loop's next pass, and the call wakes the loop so that this is promptly. Adding an item twice to
 /// a mode, or removing it from a mode it is not in, does nothing. Adding to `.common` adds to every mode of the
-/// common set, now and later; removing from `.common` removes from all of them. `add` returns `false`, adding
-/// nothing, for an invalidated item or a loop that has ended; an item whose loop has ended may join another.
+/// common set, now and later; removing from `.common` removes an item added to it from all of them (one added to them
+/// by name stays, as in CF). `add` returns `false`, adding nothing, for an invalidated item or a loop that has ended;
+/// an item whose loop has ended may join another.
 extension Loop {
     // MARK: Timers
 
@@ -298,16 +299,25 @@ extension Loop {
     /// arrives reads the latest date (the last one wins), so a burst of re-arms costs one queued change, not one each.
     ///
     /// - Parameter keepingPlace: The date did not change (a new tolerance): the timer keeps its place among timers of
-    ///   the same date (see `ModeTimers.schedule(slot:at:keepingPlace:)`). A re-arm coalesced into it keeps it too.
+    ///   the same date (see `ModeTimers.schedule(slot:at:keepingPlace:)`), unless a new date joins the same re-arm.
     func rescheduleTimer(_ timer: LoopTimer, keepingPlace: Bool = false) {
         guard !self.isCurrent else {
             self.requeue(timer, keepingPlace: keepingPlace)
             return
         }
-        guard !timer.isRequeuePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let kind: UInt8 = keepingPlace ? 1 : 2
+        var pending = timer.pendingRequeue.load(ordering: .acquiring)
+        while pending < kind {
+            let (exchanged, original) = timer.pendingRequeue.compareExchange(
+                expected: pending, desired: kind, ordering: .acquiringAndReleasing)
+            if exchanged { break }
+            pending = original
+        }
+        guard pending == 0 else { return }  // one is on its way, now of the right kind
         self.post { loop in
-            timer.isRequeuePending.store(false, ordering: .releasing)  // before reading the date: a later re-arm posts
-            loop.requeue(timer, keepingPlace: keepingPlace)
+            // Cleared before the date is read: a later re-arm posts again.
+            let kind = timer.pendingRequeue.exchange(0, ordering: .acquiringAndReleasing)
+            loop.requeue(timer, keepingPlace: kind == 1)
         }
     }
 
@@ -339,7 +349,8 @@ extension Loop {
         }
     }
 
-    /// Forgets a pending signal of an invalidated source, so that no list keeps it alive. Any thread.
+    /// Forgets a pending signal of a source that was invalidated or left its last mode, so that no list keeps it
+    /// alive. Any thread.
     func forgetSignal(of source: LoopSource) {
         self.state.withLock { $0.forgetSignal(of: source) }
         self.onLoopThread { loop in

@@ -69,7 +69,7 @@ extension Loop {
     }
 
     /// Moves the blocks queued since the last take from the shared state to `blockQueue`.
-    private func takeQueuedBlocks() {
+    func takeQueuedBlocks() {
         guard self.state.pending.contains(.blocks) else { return }
         var taken = self.spareBlocks
         self.spareBlocks = []

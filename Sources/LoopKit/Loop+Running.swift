@@ -85,7 +85,7 @@ extension Loop {
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
         var slept = false
         // Which wait or look filled `ready`: a run nested in an observer or timer callback below may poll again.
-        var pollGeneration: UInt64 = 0
+        let pollGeneration: UInt64
         // A mode that became empty has nothing to wait for: the pass ends `.finished` instead of sleeping.
         if !sourceHandled && !self.hasReached(deadline) && !self.isEmpty(items) {
             self.notifyObservers(.beforeWaiting, in: items)
@@ -199,6 +199,9 @@ extension Loop {
         until deadline: LoopInstant,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> Bool {
+        // A host loop iterated from a callback of this run (GLib's, from a timer) may have announced a wait through
+        // its driver and not dispatched: this run's wait replaces it.
+        self.endHostWait()
         if self.blockQueue.hasBlock(admittedIn: items.mode, commonModes: self.commonModeSet) {
             self.look(in: items, into: &ready)  // a nested run queued blocks the outer drain did not reach
             return false
@@ -234,7 +237,13 @@ extension Loop {
 
     /// Reads a wake-up that arrived while a host slept on `LoopHostDriver.descriptor`, when the host's pass of `mode`
     /// ran no look (the mode was empty). Loop thread, outside every run.
+    ///
+    /// The work that woke the host (blocks or signals for other modes) is taken from the shared state first, as a
+    /// pass takes it, so that it waits for its modes where the loop keeps it and no longer refuses the host's next
+    /// wait: otherwise `prepare()` would ask for no sleep on every turn.
     func absorbWakeUp(in mode: LoopMode) {
+        self.takeQueuedBlocks()
+        self.takeSignalledSources()
         var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
         self.look(in: self.modeItems(for: mode), into: &ready)
         self.consumeWakeUp()

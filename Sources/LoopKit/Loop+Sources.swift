@@ -54,7 +54,7 @@ extension Loop {
     }
 
     /// Moves the sources signalled since the last take from the shared state to `signalledCandidates`.
-    private func takeSignalledSources() {
+    func takeSignalledSources() {
         guard self.state.pending.contains(.signalledSources) else { return }
         var taken = self.spareSignalled
         self.spareSignalled = []

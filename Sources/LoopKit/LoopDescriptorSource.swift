@@ -34,8 +34,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     private let handler: (LoopDescriptorSource, DescriptorEvents) -> Void
     /// The loop the item belongs to (`LoopItem.withTie`).
     private let tie = LoopLock(LoopTie())
-    /// Called on the loop's thread when the loop ends with the source in one of its modes (a `LoopSignalSource`
-    /// then gives its signal back). Set before the source is first added, never after.
+    /// Called when the loop ends with the source in one of its modes (a `LoopSignalSource` then gives its signal
+    /// back): on the loop's thread, or on the thread that frees a loop of one's own (`Loop.deinit`). Set before the
+    /// source is first added, never after.
     nonisolated(unsafe) var whenLoopEnds: (@Sendable () -> Void)?
 
     // MARK: Loop thread only

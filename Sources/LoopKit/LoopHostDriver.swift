@@ -28,12 +28,28 @@ public final class LoopHostDriver {
     /// What each watched descriptor of the mode is registered for, and for which sources.
     private var registered: [CInt: Registration] = [:]
 
-    /// A descriptor's registration: the events its sources watch, and the sources (by `sequence`, which a loop never
-    /// gives twice). Another source on the same number may be another file: the number was closed and reused, and
-    /// the kernel dropped the old file's registration with its last descriptor.
+    /// A descriptor's registration: the events its sources watch, and which sources they are, told apart by their
+    /// `sequence` numbers (a loop never gives one twice): how many, the newest, and their sum. Another source on the
+    /// same number may be another file: the number was closed and reused, and the kernel dropped the old file's
+    /// registration with its last descriptor. Three numbers rather than a list, so a `prepare()` allocates nothing
+    /// per descriptor.
     private struct Registration: Equatable {
         var events: DescriptorEvents = []
-        var sources: [UInt64] = []
+        var sourceCount = 0
+        var newestSource: UInt64 = 0
+        var sourceSum: UInt64 = 0
+
+        mutating func add(_ source: LoopDescriptorSource) {
+            self.events.formUnion(source.events)
+            self.sourceCount += 1
+            self.newestSource = max(self.newestSource, source.sequence)
+            self.sourceSum &+= source.sequence
+        }
+
+        func hasSameSources(as other: Registration) -> Bool {
+            (self.sourceCount, self.newestSource, self.sourceSum)
+                == (other.sourceCount, other.newestSource, other.sourceSum)
+        }
     }
 
     /// A driver for `loop`'s `mode`.
@@ -121,8 +137,7 @@ public final class LoopHostDriver {
         var isComplete = true
         var wanted: [CInt: Registration] = [:]
         for source in items.descriptorSources where source.isValid {
-            wanted[source.descriptor, default: Registration()].events.formUnion(source.events)
-            wanted[source.descriptor, default: Registration()].sources.append(source.sequence)
+            wanted[source.descriptor, default: Registration()].add(source)
         }
         for (descriptor, _) in self.registered where wanted[descriptor] == nil {
             _ = self.epoll.remove(descriptor)
@@ -131,7 +146,7 @@ public final class LoopHostDriver {
         for (descriptor, registration) in wanted where self.registered[descriptor] != registration {
             let events = registration.events
             let result: EpollSet.ChangeResult
-            if let previous = self.registered[descriptor], previous.sources == registration.sources {
+            if let previous = self.registered[descriptor], previous.hasSameSources(as: registration) {
                 result = self.epoll.modify(descriptor, watching: events)
             } else {
                 _ = self.epoll.remove(descriptor)  // fails harmlessly for a new number, or one closed since

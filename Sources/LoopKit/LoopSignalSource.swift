@@ -23,7 +23,7 @@ public final class LoopSignalSource: @unchecked Sendable {
 
     private let pipe: WakeupPipe
     private let slot: CInt
-    private let isInstalled = LoopLock(true)
+    private let isInstalled: LoopLock<Bool>
     /// The descriptor source on the pipe, held weakly: the loop holds it (and, through its handler and `live`, this
     /// source) while it is in a mode, so nothing holds this source once the loop lets go of it.
     private weak var source: LoopDescriptorSource?
@@ -51,11 +51,20 @@ public final class LoopSignalSource: @unchecked Sendable {
     ) throws(SystemCallError) {
         loopPrecondition(!modes.isEmpty, "LoopSignalSource(signal:loop:modes:_:): the list of modes is empty")
         let pipe = try WakeupPipe()
-        let slot = try ProcessSignals.install(signal, notifying: pipe)
+        // Not even installed for a loop that has ended: a signal that came between the install and the uninstall
+        // would be swallowed.
+        let isLoopEnded = loop.hasEnded
+        let slot: CInt
+        if isLoopEnded {
+            slot = -1
+        } else {
+            slot = try ProcessSignals.install(signal, notifying: pipe)
+        }
         let live = LoopLock<LoopSignalSource?>(nil)
         self.signal = signal
         self.pipe = pipe
         self.slot = slot
+        self.isInstalled = LoopLock(!isLoopEnded)
         self.live = live
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
             guard live.withLock({ $0 }) != nil else { return }
@@ -75,7 +84,7 @@ public final class LoopSignalSource: @unchecked Sendable {
             isAccepted = loop.add(source, forMode: mode) || isAccepted
         }
         if !isAccepted {
-            self.invalidate()  // the loop has ended: nothing would ever read the pipe
+            self.invalidate()  // the loop ended meanwhile: nothing would ever read the pipe
         }
     }
 
@@ -95,8 +104,9 @@ public final class LoopSignalSource: @unchecked Sendable {
             defer { installed = false }
             return installed
         }
-        guard wasInstalled else { return }
-        ProcessSignals.uninstall(self.signal, slot: self.slot)
+        if wasInstalled {
+            ProcessSignals.uninstall(self.signal, slot: self.slot)
+        }
         self.source?.invalidate()
         // Released after the lock, never inside it: the last reference may be this one.
         let released = self.live.withLock { live -> LoopSignalSource? in

@@ -63,8 +63,10 @@ public final class LoopTimer: @unchecked Sendable {
     /// The grid of a timer that fires on one of its own (a display link's); `nil` for an ordinary timer. A reference,
     /// so that an ordinary timer, of which a loop may hold millions, carries one word for it.
     let grid: TimerGrid?
-    /// A re-arm from another thread is on its way to the loop (`Loop.rescheduleTimer`): more need not queue another.
-    let isRequeuePending = Atomic<Bool>(false)
+    /// A re-arm from another thread on its way to the loop (`Loop.rescheduleTimer`): 0 for none, 1 for one that keeps
+    /// the timer's place among equal dates (a new tolerance), 2 for one that does not (a new date). More re-arms queue
+    /// nothing more; a new date raises 1 to 2.
+    let pendingRequeue = Atomic<UInt8>(0)
 
     // MARK: Loop thread only
     // `@exclusivity(unchecked)`: touched on every pass, on the loop's thread only, never across a callout (see the
@@ -325,7 +327,7 @@ extension LoopTimer: LoopItem {
 
     func attach(to items: ModeItems, loop: Loop) {
         self.resolveFireDate { loop.now }  // normally done by `Loop.add` already, on the calling thread
-        self.isRequeuePending.store(false, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
+        self.pendingRequeue.store(0, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
         if let grid = self.grid {
             grid.retainedServedObject = grid.servedObject
         }

@@ -135,4 +135,47 @@ struct HostDriverTests {
         driver.dispatch()
         #expect(fired.elements == ["modal", "block"])
     }
+
+    /// Work for another mode (a block, a signal) wakes a host whose driver's mode is empty: it waits for its mode,
+    /// and the host goes back to sleep instead of being told to dispatch on every turn.
+    @Test func workForAnotherModeLetsAnEmptyModesHostSleepAgain() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        let ran = Recorder<String>()
+        let source = LoopSource { _ in ran.append("source") }
+        loop.add(source, forMode: .tracking)
+        #expect(driver.prepare() == nil)
+        let producer = startThread {
+            loop.perform(inModes: [.tracking]) { ran.append("block") }
+            source.signal()
+        }
+        producer.join()
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&watched, 1, 5_000) == 1)
+        driver.dispatch()
+        #expect(driver.prepare() == nil, "nothing for the driver's mode: the host may sleep")
+        watched.revents = 0
+        #expect(poll(&watched, 1, 100) == 0)
+        driver.dispatch()
+        loop.run(mode: .tracking, before: loop.now)
+        #expect(Set(ran.elements) == ["block", "source"], "the work waited for its mode")
+    }
+
+    /// A block taken from the queue by a run of another mode, which it does not admit, waits in the loop's own queue:
+    /// the driver of its mode dispatches at once instead of letting the host sleep on it.
+    @Test func aBlockAlreadyTakenByAnotherModesRunIsDispatchedAtOnce() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop, mode: .tracking)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .tracking)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let ran = Recorder<String>()
+        loop.perform(inModes: [.tracking]) { ran.append("block") }
+        loop.run(mode: .default, before: loop.now)  // takes it, cannot run it
+        #expect(ran.elements.isEmpty)
+        #expect(driver.prepare() == .zero)
+        driver.dispatch()
+        #expect(ran.elements == ["block"])
+    }
 }

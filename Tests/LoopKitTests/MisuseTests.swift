@@ -37,6 +37,7 @@ struct MisuseTests {
         case invalidatingOnAnotherThread
         case addingCommonToItself
         case signalSourceWithNoModes
+        case actorOnAnEndedLoop
         case scheduleWithNoModes
         case repeatingScheduleWithZeroInterval
         case repeatingScheduleWithNoModes
@@ -82,6 +83,7 @@ struct MisuseTests {
             case .invalidatingOnAnotherThread: "Loop.invalidate() must be called on the loop's own thread"
             case .addingCommonToItself: "Loop.addCommonMode(_:): `common` cannot be a member of itself"
             case .signalSourceWithNoModes: "LoopSignalSource(signal:loop:modes:_:): the list of modes is empty"
+            case .actorOnAnEndedLoop: "Loop.executor: a job of an actor or task whose executor is this loop"
             case .scheduleWithNoModes: "Loop.schedule(at:inModes:_:): the list of modes is empty"
             case .repeatingScheduleWithZeroInterval: "Loop.scheduleRepeating(initialDelay:every:inModes:_:)"
             case .repeatingScheduleWithNoModes: "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes"
@@ -162,6 +164,12 @@ struct MisuseTests {
                     finished.increment()
                 }
                 _ = waitUntil { finished.current > 0 }
+            case .actorOnAnEndedLoop:
+                let thread = try LoopThread(name: "ended")
+                thread.shutdownAndJoin()
+                let actor = ActorOnALoop(executor: thread.loop.executor)
+                Task.detached { await actor.touch() }
+                _ = waitUntil { false }
             case .loopThreadJoiningItself:
                 let thread = try LoopThread()
                 let finished = AtomicCounter()
@@ -187,4 +195,12 @@ struct MisuseTests {
         let message = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
         #expect(message.contains(misuse.expectedMessage), "stderr: \(message.prefix(600))")
     }
+}
+
+/// An actor whose executor is a loop's.
+private actor ActorOnALoop {
+    let executor: LoopExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
+    init(executor: LoopExecutor) { self.executor = executor }
+    func touch() {}
 }

@@ -105,8 +105,8 @@ struct TimerMoveTests {
         let second = LoopTimer(fireAt: date) { _ in order.append("second") }
         loop.add(first, forMode: .default)
         loop.add(second, forMode: .default)
-        first.tolerance = .milliseconds(5)
-        second.tolerance = .zero
+        first.tolerance = .zero  // the same: nothing to re-queue
+        first.tolerance = .milliseconds(5)  // wider: re-queued in its place
         loop.run(mode: .default, before: clock.now + .seconds(1))
         #expect(order.elements == ["first", "second"])
         #expect(clock.now >= date)

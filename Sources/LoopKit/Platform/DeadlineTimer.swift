@@ -20,8 +20,8 @@ final class DeadlineTimer {
     /// Unchecked: read by every wait, on the loop's thread only, never across a callout (see the note in `Loop`).
     @exclusivity(unchecked) private var armed: UInt64? = 0
 
-    /// timerfd_create(2); `nil` where there is none or no descriptor is left (the waiter then keeps ppoll's
-    /// timeout).
+    /// timerfd_create(2). A waiter without one keeps ppoll's timeout; a host driver cannot do without it.
+    ///
     /// - Throws: `SystemCallError` when timerfd_create(2) fails (no descriptor left, or no timerfd).
     init() throws(SystemCallError) {
         guard case .processed(let descriptor) = try nonBlockingCall("timerfd_create", {

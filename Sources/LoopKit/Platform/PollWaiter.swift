@@ -83,9 +83,11 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     }
 
     func noteNewEvents(of source: LoopDescriptorSource) {
-        guard self.backend == .linux,
-              !source.isListedWithNewEvents.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard self.backend == .linux else { return }
+        // The flag and the list change together, under the list's lock: the loop takes a source out of the list
+        // when it leaves its last mode, and must find it there whenever the flag says it is listed.
         self.sourcesWithNewEvents.withLock { list in
+            guard !source.isListedWithNewEvents.exchange(true, ordering: .acquiringAndReleasing) else { return }
             list.append(source)
             self.hasSourcesWithNewEvents.store(true, ordering: .releasing)
         }
@@ -101,12 +103,12 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.registries[ObjectIdentifier(items)]?.remove(source)
         if source.modes.isEmpty && source.isListedWithNewEvents.load(ordering: .acquiring) {
             // In no mode, no registry needs its new events, and the list must not keep it alive until a wait.
-            let listed = self.sourcesWithNewEvents.withLock { list in
-                list.firstIndex { $0 === source }.map { list.remove(at: $0) }
-            }
-            if listed != nil {
+            let listed = self.sourcesWithNewEvents.withLock { list -> LoopDescriptorSource? in
+                guard let index = list.firstIndex(where: { $0 === source }) else { return nil }
                 source.isListedWithNewEvents.store(false, ordering: .releasing)
+                return list.remove(at: index)
             }
+            _ = listed  // released here, outside the lock
         }
     }
 
