@@ -168,7 +168,7 @@ struct MisuseTests {
                 let thread = try LoopThread(name: "ended")
                 thread.shutdownAndJoin()
                 let actor = ActorOnALoop(executor: thread.loop.executor)
-                Task.detached { await actor.touch() }
+                Task.detached { print(await actor.touch()) }  // the result is used: the hop cannot be optimized away
                 _ = waitUntil { false }
             case .loopThreadJoiningItself:
                 let thread = try LoopThread()
@@ -201,6 +201,10 @@ struct MisuseTests {
 private actor ActorOnALoop {
     let executor: LoopExecutor
     nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
+    private var touches = 0
     init(executor: LoopExecutor) { self.executor = executor }
-    func touch() {}
+    func touch() -> Int {
+        self.touches += 1
+        return self.touches
+    }
 }

@@ -12,17 +12,23 @@ import Testing
 struct RemovedAndAdoptedItemTests {
     final class Payload: Sendable {}
 
-    /// A timer's callback runs the loop nested; the nested run polls again and its handler reads the one byte. The
-    /// outer pass, whose poll found the descriptor ready before the timer fired, must not call the handler again
-    /// on that stale report.
-    @Test func aNestedRunInATimerCallbackMakesTheOuterPassForgetItsPoll() throws {
+    /// A loop whose default mode holds a source that reads all of a pipe at each call, recording what it read.
+    private func loopReadingAPipe() throws -> (Loop, TestPipe, Recorder<String>) {
         let loop = try Loop()
-        defer { loop.invalidate() }
         let pipe = try TestPipe()
         let reads = Recorder<String>()
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
             reads.append(pipe.readAll())
         }, forMode: .default)
+        return (loop, pipe, reads)
+    }
+
+    /// A timer's callback runs the loop nested; the nested run polls again and its handler reads the one byte. The
+    /// outer pass, whose poll found the descriptor ready before the timer fired, must not call the handler again
+    /// on that stale report.
+    @Test func aNestedRunInATimerCallbackMakesTheOuterPassForgetItsPoll() throws {
+        let (loop, pipe, reads) = try self.loopReadingAPipe()
+        defer { loop.invalidate() }
         pipe.write()
         loop.add(LoopTimer(fireAt: loop.now) { _ in
             loop.run(mode: .default, before: loop.now)
@@ -33,13 +39,8 @@ struct RemovedAndAdoptedItemTests {
 
     /// An `afterWaiting` observer, woken by the byte, does the same.
     @Test func aNestedRunInAnAfterWaitingObserverMakesTheOuterPassForgetItsPoll() throws {
-        let loop = try Loop()
+        let (loop, pipe, reads) = try self.loopReadingAPipe()
         defer { loop.invalidate() }
-        let pipe = try TestPipe()
-        let reads = Recorder<String>()
-        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
-            reads.append(pipe.readAll())
-        }, forMode: .default)
         let isNested = LoopLock(false)
         let observer = LoopObserver(activities: .afterWaiting) { observer, _ in
             var probe = pollfd(fd: pipe.readEnd, events: Int16(POLLIN), revents: 0)
