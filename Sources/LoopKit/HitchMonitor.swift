@@ -11,8 +11,8 @@ public final class HitchMonitor: Sendable {
     private struct State {
         var report = HitchReport()
         var busySince: LoopInstant?
-        var runDepth = 0
         var pendingTargets: [LoopInstant] = []
+        var isWatching = true
         var firstTimestamp: LoopInstant?
         var hangHandlers: [@Sendable (HangEvent) -> Void] = []
     }
@@ -79,11 +79,18 @@ public final class HitchMonitor: Sendable {
         }
     }
 
-    /// Stops watching: removes the observers. Any thread.
+    /// Stops watching: removes the observers, and the display links it is attached to let go of it at their next
+    /// frame. Any thread.
     public func invalidate() {
+        self.state.withLock { $0.isWatching = false }
         for observer in self.observers {
             observer.invalidate()
         }
+    }
+
+    /// Whether the monitor still watches (not invalidated). Any thread.
+    var isWatching: Bool {
+        self.state.withLock { $0.isWatching }
     }
 
     deinit {
@@ -95,9 +102,6 @@ public final class HitchMonitor: Sendable {
     private func busyStarts(entering: Bool) {
         let now = self.loop.now
         self.state.withLock { state in
-            if entering {
-                state.runDepth += 1
-            }
             if state.busySince == nil {
                 state.busySince = now
             }
@@ -107,6 +111,9 @@ public final class HitchMonitor: Sendable {
     private func busyEnds(exiting: Bool) {
         let now = self.loop.now
         let mode = self.loop.currentMode ?? .default
+        // The loop's own depth, not one counted from the monitor's creation: a monitor made inside a callback, or
+        // from another thread while the loop runs, starts in the middle of a run. `exit` comes before the run leaves.
+        let isNested = exiting && self.loop.runningModes.count > 1
         let (hang, handlers) = self.state.withLock { state -> (HangEvent?, [@Sendable (HangEvent) -> Void]) in
             var hang: HangEvent?
             if let start = state.busySince {
@@ -123,11 +130,8 @@ public final class HitchMonitor: Sendable {
                 state.report.totalHitchTime += now - target
             }
             state.pendingTargets.removeAll(keepingCapacity: true)
-            if exiting {
-                state.runDepth -= 1
-            }
             // Leaving a nested run returns to the outer run's callback: still busy.
-            state.busySince = exiting && state.runDepth > 0 ? now : nil
+            state.busySince = isNested ? now : nil
             return (hang, hang == nil ? [] : state.hangHandlers)
         }
         if let hang {
@@ -137,16 +141,28 @@ public final class HitchMonitor: Sendable {
         }
     }
 
-    /// A display link attached to this monitor is about to run `frame`'s callback.
-    func frameWillRun(_ frame: DisplayFrame) {
-        self.state.withLock { state in
+    /// A display link attached to this monitor is about to run `frame`'s callback. Loop thread.
+    ///
+    /// The frame is checked for a hitch only in a mode the monitor watches: elsewhere no busy stretch ends for it, and
+    /// its target would wait for one in a watched mode, charged seconds late.
+    ///
+    /// - Returns: Whether the monitor still watches; the link lets go of one that does not.
+    func frameWillRun(_ frame: DisplayFrame) -> Bool {
+        let isWatchedMode = self.loop.currentMode.map { mode in
+            self.observers.first.map { $0.modes.contains(mode) } ?? false
+        } ?? false
+        return self.state.withLock { state in
+            guard state.isWatching else { return false }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
             if state.firstTimestamp == nil {
                 state.firstTimestamp = frame.timestamp
             }
             state.report.frameSpan = frame.targetTimestamp - state.firstTimestamp!
-            state.pendingTargets.append(frame.targetTimestamp)
+            if isWatchedMode {
+                state.pendingTargets.append(frame.targetTimestamp)
+            }
+            return true
         }
     }
 }

@@ -349,8 +349,7 @@ extension Loop {
         }
     }
 
-    /// Forgets a pending signal of a source that was invalidated or left its last mode, so that no list keeps it
-    /// alive. Any thread.
+    /// Forgets a pending signal of an invalidated source, so that no list keeps it alive. Any thread.
     func forgetSignal(of source: LoopSource) {
         self.state.withLock { $0.forgetSignal(of: source) }
         self.onLoopThread { loop in

@@ -59,17 +59,47 @@ extension Loop {
         var taken = self.spareSignalled
         self.spareSignalled = []
         self.state.withLock { $0.takeSignalledSources(into: &taken) }
-        for source in taken where source.candidateTicket == 0 && source.isValid {
-            self.lastCandidateTicket &+= 1
-            source.candidateTicket = self.lastCandidateTicket
-            self.signalledCandidates.append((source, self.lastCandidateTicket))
+        for source in taken where source.isValid {
+            if source.modes.isEmpty {
+                // In no mode (removed, then signalled): ranked now, and parked, held by no list. Added again, it
+                // comes back to `taken` (`LoopSource.attach`) and takes its place among the candidates.
+                if source.candidateTicket == 0 {
+                    self.lastCandidateTicket &+= 1
+                    source.candidateTicket = self.lastCandidateTicket
+                    source.isParked = true
+                }
+            } else if source.isParked {
+                source.isParked = false
+                self.insertCandidate(source)
+            } else if source.candidateTicket == 0 {
+                self.lastCandidateTicket &+= 1
+                source.candidateTicket = self.lastCandidateTicket
+                self.signalledCandidates.append((source, self.lastCandidateTicket))
+            }
         }
         taken.removeAll(keepingCapacity: true)
         self.spareSignalled = taken
     }
 
-    /// Forgets candidates that ran, were invalidated, lost their signal or left every mode, so the list keeps none of
-    /// them alive. A source that left every mode keeps its flag: adding it again brings the signal back.
+    /// Puts a parked source back among the candidates, in the place its ticket gives it (the list is in ticket order).
+    private func insertCandidate(_ source: LoopSource) {
+        let ticket = source.candidateTicket
+        var low = 0
+        var high = self.signalledCandidates.count
+        while low < high {
+            let middle = (low + high) / 2
+            if self.signalledCandidates[middle].ticket < ticket {
+                low = middle + 1
+            } else {
+                high = middle
+            }
+        }
+        self.signalledCandidates.insert((source, ticket), at: low)
+    }
+
+    /// Forgets candidates that ran, were invalidated or lost their signal, and parks those that left every mode, so
+    /// the list keeps none of them alive. A parked source keeps its flag and its ticket: added again, it runs in its
+    /// place among the signals (first signalled first).
     func dropSpentCandidates() {
         // Filtered outside the property: dropping a candidate may free the last reference to its source, and the
         // deinit of what its callbacks capture is user code, which may invalidate another source and so come back.
@@ -81,11 +111,14 @@ extension Loop {
         }
         candidates.removeAll { candidate in
             let source = candidate.source
-            guard source.candidateTicket == candidate.ticket, source.isValid, source.isSignalled,
-                  !source.modes.isEmpty else {
+            guard source.candidateTicket == candidate.ticket, source.isValid, source.isSignalled else {
                 if source.candidateTicket == candidate.ticket {
                     source.candidateTicket = 0
                 }
+                return true
+            }
+            if source.modes.isEmpty {
+                source.isParked = true
                 return true
             }
             return false

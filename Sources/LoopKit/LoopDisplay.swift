@@ -85,8 +85,12 @@ public final class LoopDisplay: Sendable, CustomStringConvertible {
         let elapsed = instant.nanoseconds - self.epoch.nanoseconds
         let quotient = Self.product(elapsed, UInt64(self.maximumRate), dividedBy: UInt64(k) * 1_000_000_000)
         var index = Int64(clamping: quotient)
-        // Frame instants are rounded down to the nanosecond, so the exact quotient can be one frame short.
-        while index < .max, self.instant(ofFrame: index + 1, refreshesPerFrame: k) <= instant {
+        // Frame instants are rounded down to the nanosecond, so the exact quotient can be one frame short. A frame
+        // clamped to the end of time is not one: at `.distantFuture` (a manual clock run to the end) every later
+        // frame clamps there too, and counting them would not end.
+        while index < .max {
+            let next = self.instant(ofFrame: index + 1, refreshesPerFrame: k)
+            guard next <= instant, next < .distantFuture else { break }
             index += 1
         }
         return index

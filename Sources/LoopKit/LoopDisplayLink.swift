@@ -23,6 +23,8 @@ public final class LoopDisplayLink: @unchecked Sendable {
 
     let timer: LoopTimer
     private let paused = Atomic<Bool>(false)
+    /// Held while `isPaused` changes: the flag and the timer's date change together.
+    private let pauseChanges = LoopLock(())
     /// Set on resume: the next frame counts no skipped frames (paused frames were not missed, just not wanted).
     private let resumed = Atomic<Bool>(false)
     private let callback: (LoopDisplayLink, DisplayFrame) -> Void
@@ -101,17 +103,21 @@ public final class LoopDisplayLink: @unchecked Sendable {
     public var isPaused: Bool {
         get { self.paused.load(ordering: .acquiring) }
         set {
-            guard self.paused.exchange(newValue, ordering: .acquiringAndReleasing) != newValue else { return }
-            if newValue {
-                self.timer.setNextFireDate(.distantFuture)
-                return
-            }
-            self.resumed.store(true, ordering: .releasing)
-            // Not in a loop yet: the date is forgotten, and the first add picks the next frame. Decided under the
-            // timer's lock, so that an add from another thread cannot queue a date this then forgets.
-            if let loop = self.timer.forgetFireDateUnlessBound() {
-                let next = self.display.nextFrame(after: loop.now, refreshesPerFrame: self.refreshesPerFrame)
-                self.timer.setNextFireDate(next.instant)
+            // One change at a time: the flag and the timer's date must agree, and two threads setting opposite values
+            // could otherwise leave the link running with no date, or paused with one.
+            self.pauseChanges.withLock { _ in
+                guard self.paused.exchange(newValue, ordering: .acquiringAndReleasing) != newValue else { return }
+                if newValue {
+                    self.timer.setNextFireDate(.distantFuture)
+                    return
+                }
+                self.resumed.store(true, ordering: .releasing)
+                // Not in a loop yet: the date is forgotten, and the first add picks the next frame. Decided under
+                // the timer's lock, so that an add from another thread cannot queue a date this then forgets.
+                if let loop = self.timer.forgetFireDateUnlessBound() {
+                    let next = self.display.nextFrame(after: loop.now, refreshesPerFrame: self.refreshesPerFrame)
+                    self.timer.setNextFireDate(next.instant)
+                }
             }
         }
     }
@@ -150,8 +156,13 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.previousIndex = index
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
         if self.hasMonitors.load(ordering: .acquiring) {
-            for monitor in self.monitors.withLock({ $0 }) {
-                monitor.frameWillRun(frame)
+            let monitors = self.monitors.withLock { $0 }
+            var anyStopped = false
+            for monitor in monitors where !monitor.frameWillRun(frame) {
+                anyStopped = true
+            }
+            if anyStopped {  // invalidated monitors: let go of them
+                self.monitors.withLock { $0.removeAll { !$0.isWatching } }
             }
         }
         self.callback(self, frame)

@@ -4,10 +4,11 @@ import Synchronization
 /// A fixed set of loop threads for a server, which spreads its connections over them (SwiftNIO's
 /// `MultiThreadedEventLoopGroup`).
 ///
-/// Each loop runs on a `LoopThread` named after the group and its index (`"name-0"`, `"name-1"`, ...). `next()` hands
-/// out the loops round-robin; `any()` prefers the calling thread's loop. `shutdownGracefully` is sticky and
-/// idempotent: it shuts every loop down (each finishes its queued blocks), joins every thread, then reports
-/// completion once per call, on a thread of its own. Every member is safe from any thread.
+/// Each loop runs on a `LoopThread` named after the group and its index (`"name-0"`, `"name-1"`, ...; the name is cut
+/// short, never the index, to the 15 bytes Linux keeps). `next()` hands out the loops round-robin; `any()` prefers the
+/// calling thread's loop. `shutdownGracefully` is sticky and idempotent: it shuts every loop down (each finishes its
+/// queued blocks), joins every thread, then reports completion once per call: on the thread that joined them, or at
+/// once on the caller's thread when the group had already shut down. Every member is safe from any thread.
 public final class LoopGroup: Sendable {
     private enum Lifecycle {
         case running
@@ -37,7 +38,7 @@ public final class LoopGroup: Sendable {
         var threads: [LoopThread] = []
         do {
             for index in 0..<count {
-                threads.append(try LoopThread(name: "\(name)-\(index)"))
+                threads.append(try LoopThread(name: Self.threadName(name, index)))
             }
         } catch {
             for thread in threads { thread.shutdownAndJoin() }
@@ -60,8 +61,20 @@ public final class LoopGroup: Sendable {
         self.loops.first { $0.isCurrent } ?? self.next()
     }
 
-    /// Shuts every loop down and joins every thread, then calls `completion` on a thread of its own. Any thread,
-    /// any number of times: each call's completion runs once, after the threads have ended.
+    /// `"name-index"`, with the name cut short (at a character) so that the whole fits the 15 bytes of a Linux thread
+    /// name: the index is what tells the threads apart.
+    static func threadName(_ name: String, _ index: Int) -> String {
+        let suffix = "-\(index)"
+        var prefix = Substring(name)
+        while prefix.utf8.count + suffix.utf8.count > 15, !prefix.isEmpty {
+            prefix = prefix.dropLast()
+        }
+        return prefix + suffix
+    }
+
+    /// Shuts every loop down and joins every thread, then calls `completion` on the thread that joined them (at once
+    /// on this thread when the group has shut down already). Any thread, any number of times: each call's completion
+    /// runs once, after the threads have ended.
     ///
     /// Each loop finishes the blocks queued before its shutdown; `perform` on a loop of the group after that is a
     /// precondition failure.

@@ -29,8 +29,10 @@ public final class LoopSource: @unchecked Sendable {
     // callout (see the note in `Loop`).
     @exclusivity(unchecked) var modes: ModeSet = []
     var sequence: UInt64 = 0
-    /// The ticket of the source's entry in its loop's `signalledCandidates`, or 0 when it has none.
+    /// The ticket of the source's entry in its loop's `signalledCandidates` (or of its parked signal), 0 for none.
     @exclusivity(unchecked) var candidateTicket: UInt64 = 0
+    /// Its signal has a ticket but no list holds it: it was in no mode (see `Loop.takeSignalledSources`).
+    @exclusivity(unchecked) var isParked = false
 
     /// A signalled source.
     ///
@@ -106,7 +108,7 @@ extension LoopSource: LoopItem {
     func detach(from items: ModeItems, loop: Loop) {
         ModeItems.remove(self, from: &items.sources)
         if self.modes.isEmpty && self.isSignalled {
-            loop.forgetSignal(of: self)  // in no mode now, so no list keeps it; its flag stays for a later add
+            loop.dropSpentCandidates()  // in no mode now: parked, held by no list, in its place for a later add
         }
         self.cancelCallback?(self, items.mode)
     }

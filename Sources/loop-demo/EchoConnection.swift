@@ -4,8 +4,10 @@ import LoopKit
 ///
 /// The source watches `.readable` while the connection takes input and its queued output is under
 /// `outputLimit` (back-pressure: a client that does not read stops being read), and `.writable` while output is
-/// queued. Input the peer ends is answered in full, then the connection closes. Loop thread only: created, driven and
-/// closed on its loop's thread.
+/// queued. Input the peer ends is answered in full, then the connection closes. At the server's shutdown a connection
+/// stops reading, sends what it queued, ends its output and reads (and drops) what the peer still sends until the peer
+/// ends too: closing with input unread would make the kernel answer with a reset, which can throw away output the
+/// peer has not read yet. Loop thread only: created, driven and closed on its loop's thread.
 final class EchoConnection {
     /// What the connection still does.
     private enum Phase {
@@ -13,6 +15,8 @@ final class EchoConnection {
         case open
         /// No more reading (the peer ended its input, or the server is shutting down): flush, then close.
         case flushing
+        /// Output flushed and ended at shutdown, with the peer still sending: drop its input until it ends, then close.
+        case lingering
         case closed
     }
 
@@ -26,6 +30,8 @@ final class EchoConnection {
     /// Bytes read but not yet sent: `output[sent...]`.
     private var output: [UInt8] = []
     private var sent = 0
+    /// The peer ended its input (all of it was read): closing then sends no reset.
+    private var hasInputEnded = false
 
     /// Starts serving `descriptor` on `loop`, the calling thread's loop, in its common modes.
     init(descriptor: CInt, loop: Loop, connections: EchoConnections) {
@@ -61,6 +67,10 @@ final class EchoConnection {
         if events.contains(.readable), self.phase == .open {
             self.readAndEcho()
         }
+        if events.contains(.readable), self.phase == .lingering {
+            self.readAndDrop()
+            return
+        }
         if self.phase != .closed, self.sent < self.output.count {
             self.flush()  // what was just read, or what waited for `.writable`
         }
@@ -87,9 +97,27 @@ final class EchoConnection {
             break
         case .endOfInput:
             self.phase = .flushing
+            self.hasInputEnded = true
         case .failed(let code):
             EchoServer.log("connection \(self.descriptor): read failed: \(EchoSocket.describe(code))")
             self.close()
+        }
+    }
+
+    /// Reads and drops what the peer still sends after the output ended; closes at its end (or an error, or a
+    /// hang-up). The drain's deadline closes a peer that never ends.
+    private func readAndDrop() {
+        while true {
+            let result = self.connections.withScratch { EchoSocket.read(self.descriptor, into: $0) }
+            switch result {
+            case .moved:
+                continue
+            case .wouldBlock:
+                return
+            case .endOfInput, .failed:
+                self.close()
+                return
+            }
         }
     }
 
@@ -122,9 +150,19 @@ final class EchoConnection {
     /// Watches what the connection can act on next, or closes a flushed connection that reads no more.
     private func updateInterest() {
         guard self.phase != .closed, let source = self.source else { return }
+        if self.phase == .lingering {
+            source.events = .readable  // only the peer's end (or the drain's deadline) closes it now
+            return
+        }
         let hasOutput = self.sent < self.output.count
         if self.phase == .flushing && !hasOutput {
-            self.close()
+            if self.hasInputEnded {
+                self.close()
+            } else {
+                self.phase = .lingering
+                EchoSocket.endOutput(self.descriptor)
+                source.events = .readable
+            }
             return
         }
         var events: DescriptorEvents = []

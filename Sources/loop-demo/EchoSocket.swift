@@ -112,6 +112,11 @@ enum EchoSocket {
         _ = Glibc.close(descriptor)
     }
 
+    /// Ends the output (shutdown(2), SHUT_WR): the peer reads everything sent so far, then the end.
+    static func endOutput(_ descriptor: CInt) {
+        _ = Glibc.shutdown(descriptor, CInt(SHUT_WR))
+    }
+
     /// `errno`'s name and text, for a log line: `"ECONNRESET (Connection reset by peer)"`.
     static func describe(_ code: CInt) -> String {
         let names: [CInt: String] = [EMFILE: "EMFILE", ENFILE: "ENFILE", ENOBUFS: "ENOBUFS", ENOMEM: "ENOMEM",

@@ -238,6 +238,45 @@ struct DisplayLinkTests {
         #expect(!link.isValid)
         #expect(!loop.contains(link, inMode: .default))
     }
+
+    /// A manual clock run to the end of time: the link's frame there is the last one the grid can name, and the run
+    /// returns (counting the frames clamped to `.distantFuture` would not end).
+    @Test(.timeLimit(.minutes(1)))
+    func aLinkFiresOnceMoreAndStopsWhenAManualClockReachesTheEndOfTime() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let frames = Recorder<DisplayFrame>()
+        loop.add(LoopDisplayLink { link, frame in
+            frames.append(frame)
+            link.invalidate()
+        }, forMode: .default)
+        clock.advance(by: .seconds(Int64.max))
+        // The clock is at the deadline too: the pass ends the run `.timedOut` (before `.finished`, DESIGN's order).
+        #expect(loop.run(mode: .default, before: .distantFuture) == .timedOut)
+        #expect(frames.count == 1)
+        #expect(frames.elements.first.map { $0.timestamp <= $0.targetTimestamp } == true)
+    }
+
+    /// Two threads setting opposite values at once: whichever change comes last wins, for the flag and the timer
+    /// alike, so a link left unpaused ticks.
+    @Test func pausingAndResumingFromTwoThreadsAtOnceLeavesALinkThatTicksWhenUnpaused() throws {
+        let thread = try LoopThread(name: "link-pause")
+        defer { thread.shutdownAndJoin() }
+        let frames = Recorder<Int>()
+        let link = LoopDisplayLink { _, _ in frames.append(1) }
+        thread.loop.add(link, forMode: .default)
+        for _ in 0..<200 {
+            let pauser = startThread { link.isPaused = true }
+            let resumer = startThread { link.isPaused = false }
+            pauser.join()
+            resumer.join()
+        }
+        link.isPaused = false
+        let before = frames.count
+        #expect(waitUntil { frames.count > before + 2 }, "an unpaused link ticks")
+        link.invalidate()
+    }
 }
 
 @Suite("Hitch monitor")
@@ -392,5 +431,72 @@ struct DisplayLinkRealClockTests {
         // The hitch is at least how far 20 ms of work overran the frame's 8.33 ms budget.
         #expect(report.totalHitchTime >= (slow.timestamp + .milliseconds(20)) - slow.targetTimestamp)
         #expect(report.skippedFrames >= 2)
+    }
+
+    /// After `invalidate()` a monitor counts nothing more, and the link lets go of it.
+    @Test func anInvalidatedMonitorCountsNothingAndItsLinkLetsGoOfIt() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        weak var weakMonitor: HitchMonitor?
+        var count = 0
+        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { link, _ in
+            count += 1
+            clock.advance(by: .milliseconds(1))
+            if count == 30 { link.invalidate() }
+        }
+        do {
+            let monitor = HitchMonitor(loop: loop)
+            weakMonitor = monitor
+            monitor.attach(to: link)
+            monitor.invalidate()
+        }
+        loop.add(link, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(count == 30)
+        #expect(weakMonitor == nil)
+    }
+
+    /// A monitor created inside a callback starts in the middle of a run: leaving a run nested in a later callback
+    /// returns to that callback, still busy, and the busy stretch that follows counts (here, as a hang).
+    @Test func aMonitorMadeInsideARunCountsTheBusyTimeAfterANestedRun() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let box = LoopBoundBox<HitchMonitor?>(nil, loop: loop)
+        loop.add(LoopTimer(interval: .milliseconds(1)) { _ in
+            box.value = HitchMonitor(loop: loop, hangThreshold: .milliseconds(250))
+        }, forMode: .default)
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .tracking)
+            loop.run(mode: .tracking, before: loop.now + .milliseconds(5))
+            clock.advance(by: .milliseconds(300))  // work after the nested run returns
+        }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(box.value?.report.hangs == 1)
+    }
+
+    /// Frames of a link in `.common` while the loop runs a mode the monitor does not watch are counted, but not
+    /// charged as hitches when the loop is next busy in a watched mode.
+    @Test func framesInAnUnwatchedModeAreNotChargedLaterAsHitches() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop, modes: [.default])
+        var count = 0
+        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { link, _ in
+            count += 1
+            clock.advance(by: .milliseconds(1))
+            if count == 20 { link.invalidate() }
+        }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .common)
+        loop.add(LoopTimer(interval: .milliseconds(1)) { _ in
+            loop.run(mode: .tracking, before: loop.now + .milliseconds(200))  // a drag: the link ticks in it
+            clock.advance(by: .milliseconds(50))  // then a long pass in `default`
+        }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(monitor.report.frames == 20)
+        #expect(monitor.report.hitches == 0, "the drag's frames were not checked in default's busy stretch")
     }
 }

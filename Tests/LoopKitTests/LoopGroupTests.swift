@@ -64,4 +64,12 @@ struct LoopGroupTests {
         #expect(waitUntil { names.count == 2 })
         #expect(Set(names.elements) == ["named-0", "named-1"])
     }
+
+    /// Linux keeps 15 bytes of a thread's name: a long group name is cut, never the index.
+    @Test func aLongGroupNameIsCutSoThatEveryThreadKeepsItsIndex() {
+        #expect(LoopGroup.threadName("abcdefghijklmn", 0) == "abcdefghijklm-0")
+        #expect(LoopGroup.threadName("abcdefghijklmn", 12) == "abcdefghijkl-12")
+        #expect(LoopGroup.threadName("server", 3) == "server-3")
+        #expect(LoopGroup.threadName("ééééééééé", 1).utf8.count <= 15)
+    }
 }

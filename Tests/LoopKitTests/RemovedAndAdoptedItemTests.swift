@@ -155,4 +155,37 @@ struct RemovedAndAdoptedItemTests {
         second.run(mode: .default, before: second.now)
         #expect(calls.elements == ["new 1", "new 2", "new 3", "new 4", "new 6"])
     }
+
+    /// A source removed from its mode and then signalled is in no mode: no list of the loop keeps it.
+    @Test func aSourceSignalledAfterItsRemovalIsReleased() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        weak var weakSource: LoopSource?
+        do {
+            let source = LoopSource { _ in }
+            weakSource = source
+            loop.add(source, forMode: .default)
+            loop.remove(source, forMode: .default)
+            source.signal()
+            loop.run(mode: .default, before: clock.now)
+        }
+        #expect(weakSource == nil)
+    }
+
+    /// A signal sent to a source of a loop that has ended is not kept for a pass that will never come.
+    @Test func aSourceSignalledAfterItsLoopEndedIsReleased() throws {
+        let thread = try LoopThread(name: "signal-after-end")
+        weak var weakSource: LoopSource?
+        do {
+            let source = LoopSource { _ in }
+            weakSource = source
+            thread.loop.add(source, forMode: .default)
+            thread.shutdownAndJoin()
+            source.signal()
+        }
+        #expect(weakSource == nil)
+        withExtendedLifetime(thread) {}
+    }
 }

@@ -75,7 +75,10 @@ struct LoopStateMachine {
     }
 
     /// Notes that `source` was signalled (its flag went from clear to set).
+    /// Notes a source's signal for the loop's next pass; dropped once the loop has ended (nothing would take it, and
+    /// the list would keep the source alive).
     mutating func noteSignal(_ source: LoopSource) -> WakeAction {
+        guard self.lifecycle != .ended else { return .none }
         self.signalledSources.append(source)
         return self.arrival()
     }
