@@ -22,9 +22,10 @@ public final class LoopDisplayLink: @unchecked Sendable {
     public let refreshesPerFrame: Int
 
     let timer: LoopTimer
+    /// `isPaused`, read without a lock by every frame; written only under `pauseChanges`.
     private let paused = Atomic<Bool>(false)
-    /// Held while `isPaused` changes: the flag and the timer's date change together.
-    private let pauseChanges = LoopLock(())
+    /// `isPaused` as the timer's date follows it: the flag and the date change together, one change at a time.
+    private let pauseChanges = LoopLock(false)
     /// Set on resume: the next frame counts no skipped frames (paused frames were not missed, just not wanted).
     private let resumed = Atomic<Bool>(false)
     private let callback: (LoopDisplayLink, DisplayFrame) -> Void
@@ -105,8 +106,10 @@ public final class LoopDisplayLink: @unchecked Sendable {
         set {
             // One change at a time: the flag and the timer's date must agree, and two threads setting opposite values
             // could otherwise leave the link running with no date, or paused with one.
-            self.pauseChanges.withLock { _ in
-                guard self.paused.exchange(newValue, ordering: .acquiringAndReleasing) != newValue else { return }
+            self.pauseChanges.withLock { applied in
+                guard applied != newValue else { return }
+                applied = newValue
+                self.paused.store(newValue, ordering: .releasing)
                 if newValue {
                     self.timer.setNextFireDate(.distantFuture)
                     return
