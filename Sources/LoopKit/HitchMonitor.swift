@@ -88,11 +88,6 @@ public final class HitchMonitor: Sendable {
         }
     }
 
-    /// Whether the monitor still watches (not invalidated). Any thread.
-    var isWatching: Bool {
-        self.state.withLock { $0.isWatching }
-    }
-
     deinit {
         self.invalidate()
     }

@@ -305,7 +305,8 @@ extension Loop {
             self.requeue(timer, keepingPlace: keepingPlace)
             return
         }
-        let kind: UInt8 = keepingPlace ? 1 : 2
+        typealias Pending = LoopTimer.PendingRequeue
+        let kind = (keepingPlace ? Pending.keepingPlace : Pending.fresh).rawValue
         var pending = timer.pendingRequeue.load(ordering: .acquiring)
         while pending < kind {
             let (exchanged, original) = timer.pendingRequeue.compareExchange(
@@ -313,11 +314,11 @@ extension Loop {
             if exchanged { break }
             pending = original
         }
-        guard pending == 0 else { return }  // one is on its way, now of the right kind
+        guard pending == Pending.none.rawValue else { return }  // one is on its way, now of the right kind
         self.post { loop in
             // Cleared before the date is read: a later re-arm posts again.
-            let kind = timer.pendingRequeue.exchange(0, ordering: .acquiringAndReleasing)
-            loop.requeue(timer, keepingPlace: kind == 1)
+            let kind = timer.pendingRequeue.exchange(Pending.none.rawValue, ordering: .acquiringAndReleasing)
+            loop.requeue(timer, keepingPlace: kind == Pending.keepingPlace.rawValue)
         }
     }
 

@@ -64,21 +64,24 @@ extension Loop {
                 // In no mode (removed, then signalled): ranked now, and parked, held by no list. Added again, it
                 // comes back to `taken` (`LoopSource.attach`) and takes its place among the candidates.
                 if source.candidateTicket == 0 {
-                    self.lastCandidateTicket &+= 1
-                    source.candidateTicket = self.lastCandidateTicket
+                    source.candidateTicket = self.nextCandidateTicket()
                     source.isParked = true
                 }
             } else if source.isParked {
                 source.isParked = false
                 self.insertCandidate(source)
             } else if source.candidateTicket == 0 {
-                self.lastCandidateTicket &+= 1
-                source.candidateTicket = self.lastCandidateTicket
-                self.signalledCandidates.append((source, self.lastCandidateTicket))
+                source.candidateTicket = self.nextCandidateTicket()
+                self.signalledCandidates.append((source, source.candidateTicket))
             }
         }
         taken.removeAll(keepingCapacity: true)
         self.spareSignalled = taken
+    }
+
+    private func nextCandidateTicket() -> UInt64 {
+        self.lastCandidateTicket &+= 1
+        return self.lastCandidateTicket
     }
 
     /// Puts a parked source back among the candidates, in the place its ticket gives it (the list is in ticket order).

@@ -159,13 +159,9 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.previousIndex = index
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
         if self.hasMonitors.load(ordering: .acquiring) {
-            let monitors = self.monitors.withLock { $0 }
-            var anyStopped = false
-            for monitor in monitors where !monitor.frameWillRun(frame) {
-                anyStopped = true
-            }
-            if anyStopped {  // invalidated monitors: let go of them
-                self.monitors.withLock { $0.removeAll { !$0.isWatching } }
+            let stopped = self.monitors.withLock { $0 }.filter { !$0.frameWillRun(frame) }
+            if !stopped.isEmpty {  // invalidated monitors: let go of them
+                self.monitors.withLock { $0.removeAll { monitor in stopped.contains { $0 === monitor } } }
             }
         }
         self.callback(self, frame)

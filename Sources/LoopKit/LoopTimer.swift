@@ -63,10 +63,18 @@ public final class LoopTimer: @unchecked Sendable {
     /// The grid of a timer that fires on one of its own (a display link's); `nil` for an ordinary timer. A reference,
     /// so that an ordinary timer, of which a loop may hold millions, carries one word for it.
     let grid: TimerGrid?
-    /// A re-arm from another thread on its way to the loop (`Loop.rescheduleTimer`): 0 for none, 1 for one that keeps
-    /// the timer's place among equal dates (a new tolerance), 2 for one that does not (a new date). More re-arms queue
-    /// nothing more; a new date raises 1 to 2.
-    let pendingRequeue = Atomic<UInt8>(0)
+    /// The re-arm from another thread on its way to the loop (`Loop.rescheduleTimer`), a `PendingRequeue`'s raw
+    /// value. More re-arms queue nothing more; a new date raises `keepingPlace` to `fresh`.
+    let pendingRequeue = Atomic<UInt8>(PendingRequeue.none.rawValue)
+
+    /// What `pendingRequeue` holds, in rising order.
+    enum PendingRequeue: UInt8 {
+        case none
+        /// Keeps the timer's place among equal dates (a new tolerance).
+        case keepingPlace
+        /// Queues it after them (a new date).
+        case fresh
+    }
 
     // MARK: Loop thread only
     // `@exclusivity(unchecked)`: touched on every pass, on the loop's thread only, never across a callout (see the
@@ -327,7 +335,7 @@ extension LoopTimer: LoopItem {
 
     func attach(to items: ModeItems, loop: Loop) {
         self.resolveFireDate { loop.now }  // normally done by `Loop.add` already, on the calling thread
-        self.pendingRequeue.store(0, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
+        self.pendingRequeue.store(PendingRequeue.none.rawValue, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
         if let grid = self.grid {
             grid.retainedServedObject = grid.servedObject
         }

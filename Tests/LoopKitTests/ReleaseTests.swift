@@ -89,6 +89,24 @@ struct ReleaseTests {
     }
 
     @Test func aDescriptorSourceInvalidatedAfterAPassIsFreed() throws {
+        #expect(try Self.isDescriptorSourceFreed { loop, pipe, source in
+            pipe.write()
+            loop.runOnePass()
+            source.invalidate()
+        })
+    }
+
+    /// The waiter's list of sources whose `events` changed lets go of one that leaves its last mode, without a wait.
+    @Test func aDescriptorSourceWhoseEventsChangedIsFreedWhenInvalidatedWithoutAWait() throws {
+        #expect(try Self.isDescriptorSourceFreed { _, _, source in
+            source.events = .writable
+            source.invalidate()
+        })
+    }
+
+    /// Adds a descriptor source on a pipe to a loop's default mode, lets `use` drive it, and tells whether nothing
+    /// keeps it alive afterwards.
+    static func isDescriptorSourceFreed(_ use: (Loop, TestPipe, LoopDescriptorSource) -> Void) throws -> Bool {
         let loop = try Loop(clock: ManualLoopClock())
         defer { loop.invalidate() }
         let pipe = try TestPipe()
@@ -97,11 +115,9 @@ struct ReleaseTests {
             let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }
             weakSource = source
             loop.add(source, forMode: .default)
-            pipe.write()
-            loop.runOnePass()
-            source.invalidate()
+            use(loop, pipe, source)
         }
-        #expect(weakSource == nil)
+        return weakSource == nil
     }
 
     @Test(arguments: DescriptorWaitPath.allCases)

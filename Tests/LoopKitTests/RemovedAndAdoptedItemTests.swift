@@ -98,21 +98,6 @@ struct RemovedAndAdoptedItemTests {
         #expect(runs.elements == [1], "the signal made before the removal runs once the source is back")
     }
 
-    @Test func aDescriptorSourceWhoseEventsChangedIsReleasedWhenRemovedWithoutAWait() throws {
-        let loop = try Loop()
-        defer { loop.invalidate() }
-        let pipe = try TestPipe()
-        weak var weakSource: LoopDescriptorSource?
-        do {
-            let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }
-            weakSource = source
-            loop.add(source, forMode: .default)
-            source.events = .writable
-            source.invalidate()
-        }
-        #expect(weakSource == nil)
-    }
-
     /// As CFRunLoopRemoveSource with kCFRunLoopCommonModes: only an item added to `common` leaves the common modes.
     @Test func removingFromCommonLeavesAnItemAddedToTheModesByName() throws {
         let loop = try Loop()
