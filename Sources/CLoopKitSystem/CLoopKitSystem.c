@@ -24,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <sys/syscall.h>
+#include <linux/futex.h>
 #endif
 
 int cloopkit_poll_ns(struct pollfd *fds, unsigned long count, int64_t timeout_ns) {
@@ -157,6 +158,36 @@ int cloopkit_timerfd_arm(int fd, uint64_t deadline_ns) {
 int cloopkit_timerfd_clear(int fd) {
     uint64_t expirations = 0;
     return read(fd, &expirations, sizeof expirations) < 0 ? -1 : 0;
+}
+
+uint32_t cloopkit_futex_load(const uint32_t *word) {
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+}
+
+int cloopkit_futex_increment_and_wake(uint32_t *word) {
+    __atomic_add_fetch(word, 1, __ATOMIC_RELEASE);
+#if defined(__linux__)
+    return syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0) < 0 ? -1 : 0;
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int cloopkit_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
+#if defined(__linux__)
+    struct timespec deadline = {
+        .tv_sec = (time_t)(deadline_ns / 1000000000ULL), .tv_nsec = (long)(deadline_ns % 1000000000ULL),
+    };
+    // Without FUTEX_CLOCK_REALTIME, FUTEX_WAIT_BITSET's timeout is an absolute CLOCK_MONOTONIC instant.
+    long result = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected,
+                          deadline_ns == UINT64_MAX ? NULL : &deadline, NULL, FUTEX_BITSET_MATCH_ANY);
+    return result < 0 ? -1 : 0;
+#else
+    (void)word; (void)expected; (void)deadline_ns;
+    errno = ENOSYS;
+    return -1;
+#endif
 }
 
 bool cloopkit_is_main_thread(void) {

@@ -301,11 +301,11 @@ public final class Loop: @unchecked Sendable {
         self.wake(if: self.state.withLock { $0.requestWakeUp() })
     }
 
-    /// Acts on a state machine's decision, after its lock is released: writes the wake-up if asked. Any thread.
+    /// Acts on a state machine's decision, after its lock is released: sends the wake-up if asked. Any thread.
     @inline(__always)
     func wake(if action: LoopStateMachine.WakeAction) {
-        if action == .wakeUp {
-            self.waiter.wakeUp()
+        if case .wakeUp(let channel) = action {
+            self.waiter.wakeUp(through: channel)
         }
     }
 

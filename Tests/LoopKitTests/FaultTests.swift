@@ -15,15 +15,30 @@ import Testing
 /// faults, tested on both wait paths in `LoopDescriptorSourceTests` and `LargeModeDescriptorTests`.
 @Suite("Scripted system-call faults")
 struct FaultTests {
+    /// The call a loop sleeps in: its futex (Linux, a mode without descriptors), ppoll (Linux, a mode that watches
+    /// one) or poll (the portable backend).
+    enum SleepCall: String, CaseIterable, CustomTestStringConvertible {
+        case futex
+        case ppoll
+        case poll
+
+        var backend: LoopBackend { self == .poll ? .portable : .linux }
+        var testDescription: String { self.rawValue }
+    }
+
     /// A loop on the real clock and `backend`, whatever `LOOPKIT_BACKEND` selects for the rest of the suite.
     private func makeLoop(_ backend: LoopBackend) throws -> Loop {
         let clock = SystemLoopClock()
         return Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: backend))
     }
 
-    /// The call the backend sleeps in.
-    private func waitCall(of backend: LoopBackend) -> String {
-        backend == .linux ? "ppoll" : "poll"
+    /// A loop whose default mode sleeps in `call`: for ppoll, it watches `idle`, a pipe nobody writes to.
+    private func makeLoop(sleepingIn call: SleepCall, idle: TestPipe) throws -> Loop {
+        let loop = try self.makeLoop(call.backend)
+        if call == .ppoll {
+            loop.add(LoopDescriptorSource(descriptor: idle.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        }
+        return loop
     }
 
     /// Records `beforeWaiting` and `afterWaiting` into `trace`.
@@ -33,9 +48,10 @@ struct FaultTests {
         }, forMode: .default)
     }
 
-    @Test(arguments: LoopBackend.allCases)
-    func anInterruptStormNeitherEndsTheSleepNorFiresTheTimerEarly(backend: LoopBackend) throws {
-        let loop = try self.makeLoop(backend)
+    @Test(arguments: SleepCall.allCases)
+    func anInterruptStormNeitherEndsTheSleepNorFiresTheTimerEarly(call: SleepCall) throws {
+        let idle = try TestPipe()
+        let loop = try self.makeLoop(sleepingIn: call, idle: idle)
         defer { loop.invalidate() }
         defer { SystemCallFaults.clearForCurrentThread() }
         let trace = Recorder<String>()
@@ -46,20 +62,23 @@ struct FaultTests {
         loop.add(LoopTimer(fireAt: due) { _ in
             firedAt.append(loop.now)
             trace.append("timer")
+            loop.stop()  // a mode that watches a pipe would not finish
         }, forMode: .default)
         // A thousand interruptions take a few milliseconds (tens under a sanitizer), well inside the timer's delay.
-        SystemCallFaults.inject(EINTR, into: self.waitCall(of: backend), count: 1_000)
+        SystemCallFaults.inject(EINTR, into: call.rawValue, count: 1_000)
 
-        #expect(loop.run(mode: .default, before: start + .seconds(60)) == .finished)
+        #expect(loop.run(mode: .default, before: start + .seconds(60)) == .stopped)
         #expect(SystemCallFaults.remainingForCurrentThread == 0)
         #expect(try #require(firedAt.elements.first) >= due)
         // A thousand interruptions, and still one sleep: a signal is not a wake-up.
         #expect(trace.elements == ["beforeWaiting", "afterWaiting", "timer"])
     }
 
-    @Test(arguments: LoopBackend.allCases)
-    func aWaitTheKernelCannotAllocateForIsRetriedAfterAPauseWithoutLosingAWakeUp(backend: LoopBackend) throws {
-        let loop = try self.makeLoop(backend)
+    /// (A futex wait allocates nothing: it has no ENOMEM.)
+    @Test(arguments: [SleepCall.ppoll, .poll])
+    func aWaitTheKernelCannotAllocateForIsRetriedAfterAPauseWithoutLosingAWakeUp(call: SleepCall) throws {
+        let idle = try TestPipe()
+        let loop = try self.makeLoop(sleepingIn: call, idle: idle)
         defer { loop.invalidate() }
         defer { SystemCallFaults.clearForCurrentThread() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)  // keeps the mode from finishing
@@ -69,7 +88,7 @@ struct FaultTests {
         let start = loop.now
         // The faults are armed, and the wake-up sent, as the loop goes to sleep: it must still end that sleep.
         loop.add(LoopObserver(activities: .beforeWaiting, repeats: false) { _, _ in
-            SystemCallFaults.inject(ENOMEM, into: self.waitCall(of: backend), count: failures)
+            SystemCallFaults.inject(ENOMEM, into: call.rawValue, count: failures)
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
                 loop.perform {
                     ran.append("block")
@@ -88,19 +107,23 @@ struct FaultTests {
         #expect(loop.counters.since(before).waits <= UInt64(failures) + 4)
     }
 
-    @Test(arguments: LoopBackend.allCases)
-    func aLastingWaitFailureFiresADueTimerInsteadOfSpinning(backend: LoopBackend) throws {
-        let loop = try self.makeLoop(backend)
+    @Test(arguments: [SleepCall.ppoll, .poll])
+    func aLastingWaitFailureFiresADueTimerInsteadOfSpinning(call: SleepCall) throws {
+        let idle = try TestPipe()
+        let loop = try self.makeLoop(sleepingIn: call, idle: idle)
         defer { loop.invalidate() }
         defer { SystemCallFaults.clearForCurrentThread() }
         let start = loop.now
         let due = start + .milliseconds(3)
         let firedAt = Recorder<LoopInstant>()
-        loop.add(LoopTimer(fireAt: due) { _ in firedAt.append(loop.now) }, forMode: .default)
-        SystemCallFaults.inject(ENOMEM, into: self.waitCall(of: backend), count: 1_000_000)
+        loop.add(LoopTimer(fireAt: due) { _ in
+            firedAt.append(loop.now)
+            loop.stop()
+        }, forMode: .default)
+        SystemCallFaults.inject(ENOMEM, into: call.rawValue, count: 1_000_000)
         let before = loop.counters
 
-        #expect(loop.run(mode: .default, before: start + .seconds(60)) == .finished)
+        #expect(loop.run(mode: .default, before: start + .seconds(60)) == .stopped)
         #expect(try #require(firedAt.elements.first) >= due)
         // About one try per millisecond until the timer was due, then the failed wait counted as a timeout.
         #expect(loop.counters.since(before).waits < 1_000)
@@ -130,7 +153,8 @@ struct FaultTests {
     }
 
     @Test func aDeadlineTimerTheKernelRefusesToArmFallsBackToThePollTimeout() throws {
-        let loop = try self.makeLoop(.linux)
+        let idle = try TestPipe()
+        let loop = try self.makeLoop(sleepingIn: .ppoll, idle: idle)
         defer { loop.invalidate() }
         defer { SystemCallFaults.clearForCurrentThread() }
         let start = loop.now
@@ -141,7 +165,7 @@ struct FaultTests {
         }
         SystemCallFaults.inject(EINVAL, into: "timerfd_settime", count: 1_000)
 
-        #expect(loop.run(mode: .default, before: start + .seconds(60)) == .finished)
+        #expect(loop.run(mode: .default, before: start + .milliseconds(20)) == .timedOut)
         #expect(fired.count == 3)
         #expect(fired.elements.allSatisfy { $0.at >= $0.due })
 
@@ -149,14 +173,15 @@ struct FaultTests {
         SystemCallFaults.clearForCurrentThread()
         let due = loop.now + .milliseconds(3)
         loop.add(LoopTimer(fireAt: due) { _ in fired.append((due, loop.now)) }, forMode: .default)
-        #expect(loop.run(mode: .default, before: due + .seconds(60)) == .finished)
+        #expect(loop.run(mode: .default, before: due + .milliseconds(10)) == .timedOut)
         #expect(fired.count == 4)
         #expect(fired.elements.allSatisfy { $0.at >= $0.due })
     }
 
-    @Test(arguments: LoopBackend.allCases)
-    func aFullWakeUpChannelStillWakesTheLoopAndIsDrainedWhole(backend: LoopBackend) throws {
-        let loop = try self.makeLoop(backend)
+    @Test(arguments: [SleepCall.ppoll, .poll])
+    func aFullWakeUpPipeStillWakesTheLoopAndIsDrainedWhole(call: SleepCall) throws {
+        let idle = try TestPipe()
+        let loop = try self.makeLoop(sleepingIn: call, idle: idle)
         defer { loop.invalidate() }
         let waiter = try #require(loop.pollWaiter)
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
@@ -189,5 +214,41 @@ struct FaultTests {
         }
         #expect(loop.run(mode: .default, before: loop.now + .seconds(60)) == .stopped)
         #expect(ran.elements == ["queued while full", "from another thread"])
+    }
+
+    /// A futex wake-up whose producer was preempted until its wait had ended (a timer ended it) lands during a later
+    /// wait: that wait ends at once, finds nothing arrived, and absorbs it without a pass; and the wake-up it stood
+    /// for no longer holds back the next one.
+    @Test func aFutexWakeUpThatLandsAfterItsWaitIsAbsorbedAndHoldsNothingBack() throws {
+        let loop = try self.makeLoop(.linux)
+        defer { loop.invalidate() }
+        let waiter = try #require(loop.pollWaiter)
+        let trace = Recorder<String>()
+        self.traceSleeps(of: loop, into: trace)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let items = loop.modeItems(for: .default)
+        #expect(waiter.wakeUpChannel(forWaitingIn: items) == .futex)
+        // Its wait is over; its wake-up lands now.
+        let channel = loop.state.withLock { $0.beginWait(preferring: .futex) }
+        let action = loop.state.withLock { $0.requestWakeUp() }
+        _ = loop.state.withLock { $0.endWait() }
+        #expect(channel == .futex)
+        #expect(action == .wakeUp(.futex))
+        waiter.wakeUp(through: .futex)
+
+        let before = loop.counters
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(20)) == .timedOut)
+        #expect(loop.counters.since(before).emptyWakeUps == 0)
+        #expect(trace.elements == ["beforeWaiting", "afterWaiting"])  // one sleep: the stale wake-up ended none
+
+        let ran = Recorder<String>()
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
+            loop.perform {
+                ran.append("from another thread")
+                loop.stop()
+            }
+        }
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(60)) == .stopped)
+        #expect(ran.elements == ["from another thread"])
     }
 }

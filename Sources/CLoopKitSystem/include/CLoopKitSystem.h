@@ -59,6 +59,18 @@ int cloopkit_timerfd_create(void);
 /// for 0. Either way the descriptor's expiry count is reset, so it stops being readable.
 int cloopkit_timerfd_arm(int fd, uint64_t deadline_ns);
 
+/// A futex word's value, read atomically (acquire).
+uint32_t cloopkit_futex_load(const uint32_t *word);
+
+/// Adds one to the futex word (release), then wakes one thread waiting on it (FUTEX_WAKE, process-private).
+/// Returns 0, or -1 with errno set (ENOSYS where there is no futex).
+int cloopkit_futex_increment_and_wake(uint32_t *word);
+
+/// Sleeps while the futex word holds `expected` (FUTEX_WAIT_BITSET, process-private), until the CLOCK_MONOTONIC
+/// instant `deadline_ns` (UINT64_MAX: no deadline). Returns 0 when woken (maybe spuriously), or -1 with errno
+/// EAGAIN (the word did not hold `expected`), ETIMEDOUT, EINTR, or ENOSYS where there is no futex.
+int cloopkit_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+
 /// Whether the calling thread is the process's main thread.
 bool cloopkit_is_main_thread(void);
 

@@ -2,12 +2,13 @@
 /// transition decides under `Loop.state`'s lock and returns what the caller must do once the lock is released.
 ///
 /// The wake-up protocol. A producer (a `perform`, a signal, an item change from another thread, a stop, a shutdown)
-/// writes to the waiter's wake-up channel only when the loop is inside a wait that it announced with `beginWait()`,
-/// and only if no wake-up is already in flight. So at most one wake-up is ever outstanding, and work queued while the
-/// loop is awake writes nothing: the loop refuses to sleep while anything is queued, and takes it before it waits.
-/// A wake-up can therefore only be stale if its wait ended for another reason first; the loop then absorbs it when it
-/// next waits, without a pass (see `endWait(consumedWakeUp:)`). Nothing queued while a nested run waits or drains can
-/// be left asleep, because every wait, at any nesting level, asks this machine first.
+/// wakes the loop, through the channel its wait sleeps on (the descriptor or the futex), only when the loop is inside
+/// a wait that it announced with `beginWait(preferring:)`, and only if no wake-up is already in flight. So work queued
+/// while the loop is awake sends nothing: the loop refuses to sleep while anything is queued, and takes it before it
+/// waits; and at most one wake-up is outstanding per wait. A wake-up can therefore only be stale if its wait ended for
+/// another reason first; the loop then absorbs it when it next waits, without a pass (see `endWait()`). Nothing
+/// queued while a nested run waits or drains can be left asleep, because every wait, at any nesting level, asks this
+/// machine first.
 ///
 /// The lifecycle is `open` → `shuttingDown` (sticky: every run returns `.stopped`) → `ended` (the thread is gone;
 /// new blocks are refused). Loop thread for the `Loop…` transitions, any thread for the producers'.
@@ -22,8 +23,8 @@ struct LoopStateMachine {
     enum WakeAction: Equatable {
         /// Nothing: the loop is awake and will see the work before it sleeps, or a wake-up is already in flight.
         case none
-        /// Write to the wake-up channel: the loop is asleep and no wake-up is on its way.
-        case wakeUp
+        /// Wake the loop through the channel its wait sleeps on: it is asleep and no wake-up is on its way.
+        case wakeUp(WakeUpChannel)
     }
 
     /// What waits for the loop's thread, as `SharedLoopState` publishes it for reads without the lock.
@@ -51,7 +52,10 @@ struct LoopStateMachine {
     private var stopDepths: [Int] = []
     /// The loop announced a wait and has not ended it.
     private var isWaiting = false
-    /// A byte was (or is about to be) written to the wake-up channel and the loop has not consumed it.
+    /// What the current (or last) wait sleeps on.
+    private var waitChannel = WakeUpChannel.descriptor
+    /// A wake-up was (or is about to be) sent through the wait's channel and the loop has not consumed it. One for
+    /// the futex lapses when its wait ends (see `endWait()`), so it is always one through the descriptor then.
     private var isWakeUpInFlight = false
     /// Work (or a stop, or a `wakeUp()`) arrived since the current wait began.
     private var hasArrivalsSinceWaitBegan = false
@@ -131,7 +135,7 @@ struct LoopStateMachine {
         self.hasArrivalsSinceWaitBegan = true
         guard !self.isWakeUpInFlight else { return .none }
         self.isWakeUpInFlight = true
-        return .wakeUp
+        return .wakeUp(self.waitChannel)
     }
 
     // MARK: Queries (any thread)
@@ -173,31 +177,43 @@ struct LoopStateMachine {
         return true
     }
 
-    /// Announces a wait. Refused (`false`: the loop must only look) while anything is queued for it, a stop or a
-    /// shutdown is pending, or a `wakeUp()` asked for one more pass.
-    mutating func beginWait() -> Bool {
+    /// Announces a wait that would rather sleep on `channel`. Refused (`nil`: the loop must only look) while
+    /// anything is queued for it, a stop or a shutdown is pending, or a `wakeUp()` asked for one more pass.
+    ///
+    /// - Returns: The channel the wait must sleep on: the descriptor while a wake-up through it is in flight (its byte
+    ///   may not be written yet, and a wait on the futex would not see it), otherwise `channel`.
+    mutating func beginWait(preferring channel: WakeUpChannel = .descriptor) -> WakeUpChannel? {
         loopPrecondition(!self.isWaiting, "LoopKit bug: a wait began inside another")
         guard self.lifecycle == .open, !self.isStopPendingHere, !self.isWakeUpRequested,
               self.blocks.isEmpty, self.signalledSources.isEmpty, self.controlMessages.isEmpty else {
             self.isWakeUpRequested = false
-            return false
+            return nil
         }
         self.isWaiting = true
         self.hasArrivalsSinceWaitBegan = false
-        return true
+        self.waitChannel = self.isWakeUpInFlight ? .descriptor : channel
+        return self.waitChannel
     }
 
-    /// Ends the wait that `beginWait()` announced.
+    /// Ends the wait that `beginWait(preferring:)` announced.
+    ///
+    /// A futex wake-up in flight lapses here: its producer may not have sent it yet, and a later wait on the
+    /// descriptor would not see it, so the next arrival must send one of its own. The futex's late wake-up is then
+    /// found by some later wait on it, stale, and absorbed.
     ///
     /// - Returns: Whether anything arrived during the wait. When the wait ended only because of the wake-up channel
-    ///   and nothing arrived, the byte was stale (written for work that the loop took before it slept), and the
+    ///   and nothing arrived, the wake-up was stale (sent for work that the loop took before it slept), and the
     ///   loop consumes it and waits again without a pass.
     mutating func endWait() -> Bool {
         self.isWaiting = false
+        if self.waitChannel == .futex {
+            self.isWakeUpInFlight = false
+        }
         return self.hasArrivalsSinceWaitBegan
     }
 
-    /// The loop read the byte from the wake-up channel: the next arrival during a wait writes again.
+    /// The loop took the wake-up (read the pipe's byte, or noted the futex word): the next arrival during a wait sends
+    /// another.
     mutating func noteWakeUpConsumed() {
         self.isWakeUpInFlight = false
     }

@@ -4,35 +4,45 @@ import Synchronization
 /// `Selector`).
 ///
 /// A waiter owns the wake-up channel, the poll set, the deadline timer, the registrations of large modes and the
-/// wait counters. The pass uses a few calls: `wait(for:until:into:)` (wait for a mode's descriptors until an
-/// instant, or only look), `wakeUp()` (from any thread) and the notes that keep registrations current. Backends:
-/// `PollWaiter` (Linux: ppoll, timerfd and epoll; portable: poll and a pipe, nothing else) and `VirtualTimeWaiter`
-/// (a clock that declares itself virtual). Tests inject scripted ones.
+/// wait counters. The pass uses a few calls: `wait(for:until:sleepingOn:into:)` (wait for a mode's descriptors until
+/// an instant, or only look), `wakeUp(through:)` (from any thread) and the notes that keep registrations current.
+/// Backends: `PollWaiter` (Linux: ppoll, timerfd, epoll and a futex; portable: poll and a pipe, nothing else) and
+/// `VirtualTimeWaiter` (a clock that declares itself virtual). Tests inject scripted ones.
 ///
-/// Only `wakeUp()`, `noteNewEvents(of:)` and `counts` are safe from other threads; everything else is loop thread
-/// only.
+/// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads; everything else is loop
+/// thread only.
 protocol LoopWaiter: AnyObject, Sendable {
     /// Waits until a descriptor source of `items` is ready, `deadline` passes (`.distantFuture`: never) or
-    /// `wakeUp()` is called; with `deadline` `nil`, only looks. A signal does not end the wait. A readable wake-up
-    /// channel is reported, not read: the loop consumes it with `consumeWakeUp()` once the pass has taken the work it
-    /// announced, so that the work runs one system call sooner.
+    /// `wakeUp(through:)` is called; with `deadline` `nil`, only looks. A signal does not end the wait. A wake-up is
+    /// reported, not read: the loop consumes it with `consumeWakeUp()` once the pass has taken the work it announced,
+    /// so that the work runs one system call sooner.
     ///
     /// Appends the ready sources, with the events they have, to `ready`, in `(order, sequence)` order.
+    ///
+    /// - Parameter channel: What a sleep waits on for a wake-up: the channel the loop's state machine granted for this
+    ///   wait (`wakeUpChannel(forWaitingIn:)`, unless a wake-up through the descriptor may still be on its way). A
+    ///   look checks both.
     func wait(
         for items: ModeItems,
         until deadline: LoopInstant?,
+        sleepingOn channel: WakeUpChannel,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome
 
-    /// Ends the current wait, or the next one if none is under way. Any thread.
-    func wakeUp()
+    /// The channel a wait for `items` would rather sleep on: `.futex` when the mode has no descriptor to watch and the
+    /// waiter has one.
+    func wakeUpChannel(forWaitingIn items: ModeItems) -> WakeUpChannel
 
-    /// Reads the wake-up channel if a wait or look found it readable and nothing has read it since.
+    /// Ends the current wait, or the next one if none is under way, through `channel`: the one the current wait
+    /// sleeps on. Any thread.
+    func wakeUp(through channel: WakeUpChannel)
+
+    /// Takes the wake-up a wait or look found, if nothing has taken it since (reads the pipe, or notes the futex word).
     ///
     /// - Returns: Whether a wake-up was read.
     func consumeWakeUp() -> Bool
 
-    /// Whether a wait or look found the wake-up channel readable and nothing has read it since.
+    /// Whether a wait or look found a wake-up and nothing has taken it since.
     var hasUnreadWakeUp: Bool { get }
 
     /// `source`'s watched events changed: bring registrations up to date before the next wait. Any thread.
@@ -57,6 +67,35 @@ protocol LoopWaiter: AnyObject, Sendable {
 
     /// What the waiter did so far. Any thread.
     var counts: WaitCounts { get }
+}
+
+extension LoopWaiter {
+    /// Waits, or looks, sleeping on the wake-up descriptor.
+    func wait(
+        for items: ModeItems,
+        until deadline: LoopInstant?,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) -> WaitOutcome {
+        self.wait(for: items, until: deadline, sleepingOn: .descriptor, into: &ready)
+    }
+
+    /// A waiter without a futex sleeps on its descriptor.
+    func wakeUpChannel(forWaitingIn items: ModeItems) -> WakeUpChannel {
+        .descriptor
+    }
+
+    /// Wakes through the wake-up descriptor. Any thread.
+    func wakeUp() {
+        self.wakeUp(through: .descriptor)
+    }
+}
+
+/// What a sleeping loop is woken through.
+enum WakeUpChannel: Equatable, Sendable {
+    /// The wake-up descriptor (a pipe), polled beside the mode's descriptors; a host loop watches it too.
+    case descriptor
+    /// A futex word (`WakeupFutex`): one system call to wake and one to sleep, for a mode with no descriptors.
+    case futex
 }
 
 /// What a wait found besides the ready descriptors.

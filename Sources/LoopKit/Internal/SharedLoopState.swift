@@ -5,7 +5,7 @@ import Synchronization
 /// Every transition goes through `withLock`, which republishes the summary (when it changed) before it releases the
 /// lock, so the summary is exact whenever the lock is free. The loop's thread reads it without the lock to skip taking the lock
 /// for lists that are empty, as they are in most passes. Such a read can only miss work that another thread is
-/// queueing at that very instant, and that work is not lost: `beginWait()` decides under the lock and refuses to
+/// queueing at that very instant, and that work is not lost: `beginWait(preferring:)` decides under the lock and refuses to
 /// sleep while anything is queued. Any thread for `withLock`; `pending` is for the loop's thread.
 struct SharedLoopState: ~Copyable, Sendable {
     private let machine = LoopLock(LoopStateMachine())

@@ -2,7 +2,7 @@
 /// and, if nothing is ready, advances the clock to that instant, as if it had slept. A wait with no instant to reach
 /// waits in real time on the waiter it wraps (for a wake-up or a descriptor), as any loop does.
 ///
-/// Only `wakeUp()`, `noteNewEvents(of:)` and `counts` are safe from other threads.
+/// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads.
 final class VirtualTimeWaiter: LoopWaiter {  // checked Sendable: both stored properties are Sendable `let`s
     let base: any LoopWaiter
     private let clock: any VirtualLoopClock
@@ -19,22 +19,28 @@ final class VirtualTimeWaiter: LoopWaiter {  // checked Sendable: both stored pr
     func wait(
         for items: ModeItems,
         until deadline: LoopInstant?,
+        sleepingOn channel: WakeUpChannel,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome {
         guard let deadline, deadline != .distantFuture else {
-            return self.base.wait(for: items, until: deadline, into: &ready)
+            return self.base.wait(for: items, until: deadline, sleepingOn: channel, into: &ready)
         }
         let start = ready.count
         // A wait whose deadline has passed: it only looks, but through the same registrations as a real sleep.
-        let outcome = self.base.wait(for: items, until: min(self.clock.now, deadline), into: &ready)
+        let outcome = self.base.wait(for: items, until: min(self.clock.now, deadline), sleepingOn: channel,
+                                     into: &ready)
         if ready.count == start && !outcome.isWokenByChannel {
             self.clock.advance(to: deadline)
         }
         return outcome
     }
 
-    func wakeUp() {
-        self.base.wakeUp()
+    func wakeUpChannel(forWaitingIn items: ModeItems) -> WakeUpChannel {
+        self.base.wakeUpChannel(forWaitingIn: items)
+    }
+
+    func wakeUp(through channel: WakeUpChannel) {
+        self.base.wakeUp(through: channel)
     }
 
     var hasUnreadWakeUp: Bool {

@@ -1,7 +1,10 @@
 import Synchronization
 
 /// The waiter of the `linux` and `portable` backends: a poll set rebuilt per wait from the running mode, a pipe to
-/// be woken through, and, on Linux, a timerfd for deadlines and epoll registrations for large modes.
+/// be woken through, and, on Linux, a timerfd for deadlines, epoll registrations for large modes and a futex.
+///
+/// A mode with no descriptor sources (Linux, the system clock) sleeps on the futex instead, until its next timer:
+/// waking it is one system call, and so is its wait (see `WakeupFutex`).
 ///
 /// A small mode (or any mode on the portable backend) waits in one poll on the wake-up pipe, the deadline timer and
 /// all its descriptors. A mode with `largeModeThreshold` descriptor sources or more (Linux) keeps them registered in
@@ -10,13 +13,17 @@ import Synchronization
 /// are idle. The deadline timer is used only for a clock that reads the system's monotonic clock; any other clock gets
 /// relative timeouts.
 ///
-/// Only `wakeUp()`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread only.
+/// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread
+/// only.
 // @unchecked Sendable: every `var` is touched only on the loop's thread (the waiter's only caller there); the members
-// other threads use are the pipe (thread-safe), the counters (atomic) and `sourcesWithNewEvents` (a lock).
+// other threads use are the pipe and the futex (thread-safe), the counters (atomic) and `sourcesWithNewEvents` (a
+// lock).
 final class PollWaiter: LoopWaiter, @unchecked Sendable {
     // MARK: Immutable; readable from any thread
     let backend: LoopBackend
     let wakeupPipe: WakeupPipe
+    /// What a mode without descriptors sleeps on (`nil`: the pipe): Linux, the system clock, and the system's poll.
+    private let futex: WakeupFutex?
     let counts = WaitCounts()
     private let clock: any LoopClock
     /// The sources whose `events` changed (any thread) since the loop last waited, so that the epoll registrations
@@ -40,7 +47,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     @exclusivity(unchecked) private var refusedModes: Set<ObjectIdentifier> = []
     @exclusivity(unchecked) private var sourcesWithNewEventsScratch: [LoopDescriptorSource] = []
     /// The last wait or look found the wake-up pipe readable, and it has not been drained since.
-    @exclusivity(unchecked) private(set) var hasUnreadWakeUp = false
+    @exclusivity(unchecked) private var hasUnreadPipeWakeUp = false
+    /// The last wait ended for the futex's wake-up, and it has not been consumed since.
+    @exclusivity(unchecked) private var hasUnreadFutexWakeUp = false
     /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it. Where
     /// ppoll's cost per descriptor (a wait queue joined and left, twice polled) passes epoll's extra system call per
     /// wake-up (the confirming poll): `loop-bench --only echo`, 25 connections per loop, took 15% less server CPU per
@@ -62,24 +71,46 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.wakeupPipe = try WakeupPipe()
         self.deadlineTimer = backend == .linux && clock.readsSystemMonotonicClock ? (try? DeadlineTimer()) : nil
         self.poller = poller ?? SystemPoller(call: backend == .linux ? .nanosecondTimeout : .millisecondTimeout)
+        // An injected poller sees every wait; so does a clock other than the system's, which the futex cannot time.
+        self.futex = backend == .linux && poller == nil && clock.readsSystemMonotonicClock ? WakeupFutex() : nil
     }
 
     // MARK: Any thread
 
     var wakeUpDescriptor: CInt { self.wakeupPipe.readEnd }
 
-    /// Writes a byte to the wake-up pipe. The loop's state machine calls it at most once per wait.
-    func wakeUp() {
+    /// Writes a byte to the wake-up pipe, or wakes the futex. The loop's state machine calls it at most once per wait.
+    func wakeUp(through channel: WakeUpChannel) {
         self.counts.wakeUpWrites.wrappingAdd(1, ordering: .relaxed)
-        self.wakeupPipe.notify()
+        if channel == .futex, let futex = self.futex {
+            futex.notify()
+        } else {
+            self.wakeupPipe.notify()
+        }
+    }
+
+    // MARK: Loop thread
+
+    var hasUnreadWakeUp: Bool {
+        self.hasUnreadPipeWakeUp || self.hasUnreadFutexWakeUp
     }
 
     func consumeWakeUp() -> Bool {
         guard self.hasUnreadWakeUp else { return false }
-        self.hasUnreadWakeUp = false
         self.counts.wakeUpDrains.wrappingAdd(1, ordering: .relaxed)
-        self.wakeupPipe.drain()
+        if self.hasUnreadPipeWakeUp {
+            self.hasUnreadPipeWakeUp = false
+            self.wakeupPipe.drain()
+        }
+        if self.hasUnreadFutexWakeUp {
+            self.hasUnreadFutexWakeUp = false
+            self.futex?.consume()
+        }
         return true
+    }
+
+    func wakeUpChannel(forWaitingIn items: ModeItems) -> WakeUpChannel {
+        self.futex != nil && items.descriptorSources.isEmpty ? .futex : .descriptor
     }
 
     func noteNewEvents(of source: LoopDescriptorSource) {
@@ -92,8 +123,6 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             self.hasSourcesWithNewEvents.store(true, ordering: .releasing)
         }
     }
-
-    // MARK: Loop thread
 
     func descriptorSource(_ source: LoopDescriptorSource, didJoin items: ModeItems) {
         self.registries[ObjectIdentifier(items)]?.add(source)
@@ -142,8 +171,12 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     func wait(
         for items: ModeItems,
         until deadline: LoopInstant?,
+        sleepingOn channel: WakeUpChannel,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome {
+        if channel == .futex, let deadline, let futex = self.futex {
+            return self.sleep(on: futex, until: deadline)
+        }
         // The timerfd is polled only when there is a deadline, so a loop waiting for work alone polls just its pipe.
         let deadlineTimer = deadline.map { $0 != .distantFuture } == true ? self.deadlineTimer : nil
         defer { self.polledSources.removeAll(keepingCapacity: true) }  // keeps no source alive between waits
@@ -258,7 +291,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// - Returns: Whether it is the wake-up pipe.
     private func noteReport(of descriptor: CInt, until deadline: LoopInstant?) -> Bool {
         if descriptor == self.wakeupPipe.readEnd {
-            self.hasUnreadWakeUp = true
+            self.hasUnreadPipeWakeUp = true
             return true
         }
         guard let deadlineTimer = self.deadlineTimer, descriptor == deadlineTimer.descriptor else { return false }
@@ -290,6 +323,19 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             self.poller.append(source.descriptor, events: [])  // error, hang-up and invalid are always reported
             self.polledSources.append(source)
         }
+    }
+
+    /// Sleeps on the futex until a wake-up or `deadline` (the mode has no descriptors to watch).
+    private func sleep(on futex: WakeupFutex, until deadline: LoopInstant) -> WaitOutcome {
+        let isLook = deadline != .distantFuture && deadline <= self.clock.now
+        self.counts.count(timeoutNanoseconds: isLook ? 0 : -1)
+        let woken = isLook
+            ? futex.hasUnreadWakeUp
+            : futex.wait(until: deadline == .distantFuture ? nil : deadline.nanoseconds)
+        if woken {
+            self.hasUnreadFutexWakeUp = true
+        }
+        return WaitOutcome(isWokenByChannel: woken)
     }
 
     /// Polls without waiting (again after a signal, a few times at most).
@@ -340,7 +386,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         var outcome = WaitOutcome()
         guard readyCount > 0 else { return outcome }
         if !self.poller.events(at: 0).isEmpty {
-            self.hasUnreadWakeUp = true
+            self.hasUnreadPipeWakeUp = true
             outcome.isWokenByChannel = true
         }
         if let deadlineTimer, !self.poller.events(at: 1).isEmpty {

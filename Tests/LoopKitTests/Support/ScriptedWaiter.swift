@@ -3,7 +3,7 @@ import Synchronization
 
 /// A waiter that plays a script instead of sleeping: each wait takes the next step, which moves a `SteppingClock`
 /// and says what the wait found. It records each wait's deadline (`nil` for a look). Loop thread only, except
-/// `wakeUp()`, which only counts.
+/// `wakeUp(through:)`, which only counts.
 final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
     /// One scripted wait.
     struct Step {
@@ -31,6 +31,7 @@ final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
     func wait(
         for items: ModeItems,
         until deadline: LoopInstant?,
+        sleepingOn channel: WakeUpChannel,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome {
         self.deadlines.append(deadline)
@@ -44,7 +45,7 @@ final class ScriptedWaiter: LoopWaiter, @unchecked Sendable {
         return WaitOutcome(isWokenByChannel: step.wokenByChannel)
     }
 
-    func wakeUp() {
+    func wakeUp(through channel: WakeUpChannel) {
         self.wakeUps.wrappingAdd(1, ordering: .relaxed)
     }
 

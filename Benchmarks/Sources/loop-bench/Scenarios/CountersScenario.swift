@@ -116,7 +116,9 @@ struct CountersScenario: Scenario {
             "One producer posts \(blocks) blocks back to back to a loop that was asleep; the loop drains them as they "
                 + "come. 'producer writes' and 'consumer reads' are write(2) and read(2) calls counted by the kernel "
                 + "(syscalls:sys_enter_write/read tracepoints); wakeUpWrites, wakeUpDrains and waits are "
-                + "LoopKit's Loop.counters. Coalescing holds when writes ≤ drains and reads = drains. emptyWakeUps: passes "
+                + "LoopKit's Loop.counters. Coalescing holds when wakeUpWrites ≤ wakeUpDrains. A LoopKit loop with no "
+                + "descriptor to watch sleeps on a futex, whose wake-up is a futex(2) call, not a write, and whose "
+                + "drain reads nothing: its write and read counts are 0. emptyWakeUps: passes "
                 + "that woke and found nothing to do (a stale wake-up); 0 is the target.",
         ]
         return report
