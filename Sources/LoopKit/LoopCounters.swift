@@ -2,13 +2,14 @@ import Synchronization
 
 /// Deterministic counts of what a loop did, for benchmarks and tests: they do not depend on the machine's load.
 package struct LoopCounters: Sendable, Hashable {
-    /// Bytes written to the wake-up pipe (at most one per drain, however many wake-ups were asked for).
+    /// Wake-ups sent: bytes written to the wake-up pipe, or wakes of the futex (at most one per drain, however many
+    /// wake-ups were asked for).
     package var wakeUpWrites: UInt64
-    /// Drains of the wake-up pipe (each one read until `EAGAIN`).
+    /// Wake-ups taken: drains of the wake-up pipe (each one read until `EAGAIN`), or notes of the futex word.
     package var wakeUpDrains: UInt64
-    /// Calls to ppoll(2), blocking or not.
+    /// Waits: ppoll(2), poll(2), epoll_wait(2) or futex(2) calls, blocking or not.
     package var waits: UInt64
-    /// Calls to ppoll(2) that could block (a timeout other than zero).
+    /// Waits that could block (a timeout other than zero).
     package var blockingWaits: UInt64
     /// Passes that woke from a sleep and then had nothing to do: no timer, source, block, stop or deadline. Only a
     /// wake-up for work in a mode that is not running makes one.
