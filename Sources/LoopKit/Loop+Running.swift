@@ -206,13 +206,13 @@ extension Loop {
             self.look(in: items, into: &ready)  // a nested run queued blocks the outer drain did not reach
             return false
         }
-        let preferredChannel = self.waiter.wakeUpChannel(forWaitingIn: items)
         while true {
+            let wake = min(self.nextTimerWake(in: items) ?? .distantFuture, deadline)
+            let preferredChannel = self.waiter.wakeUpChannel(forWaitingIn: items, until: wake)
             guard let channel = self.state.withLock({ $0.beginWait(preferring: preferredChannel) }) else {
                 self.look(in: items, into: &ready)
                 return false
             }
-            let wake = min(self.nextTimerWake(in: items) ?? .distantFuture, deadline)
             self.waitGeneration &+= 1
             let outcome = self.waiter.wait(for: items, until: wake, sleepingOn: channel, into: &ready)
             let hadArrivals = self.state.withLock { $0.endWait() }

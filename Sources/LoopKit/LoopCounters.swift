@@ -2,12 +2,14 @@ import Synchronization
 
 /// Deterministic counts of what a loop did, for benchmarks and tests: they do not depend on the machine's load.
 package struct LoopCounters: Sendable, Hashable {
-    /// Wake-ups sent: bytes written to the wake-up pipe, or wakes of the futex (at most one per drain, however many
-    /// wake-ups were asked for).
+    /// Wake-ups sent: bytes written to the wake-up pipe, or wakes of the futex (one per wait at most, however many
+    /// wake-ups were asked for; a futex wake-up sent late, after its wait ended, may be taken by the same drain as
+    /// the next one).
     package var wakeUpWrites: UInt64
     /// Wake-ups taken: drains of the wake-up pipe (each one read until `EAGAIN`), or notes of the futex word.
     package var wakeUpDrains: UInt64
-    /// Waits: ppoll(2), poll(2), epoll_wait(2) or futex(2) calls, blocking or not.
+    /// Waits: ppoll(2), poll(2) and epoll_wait(2) calls, blocking or not, and futex sleeps (one however many times a
+    /// signal interrupts it; none made when the deadline has passed).
     package var waits: UInt64
     /// Waits that could block (a timeout other than zero).
     package var blockingWaits: UInt64

@@ -50,6 +50,11 @@ struct FaultTests {
 
     @Test(arguments: SleepCall.allCases)
     func anInterruptStormNeitherEndsTheSleepNorFiresTheTimerEarly(call: SleepCall) throws {
+        // A wait with a deadline sleeps on the futex only on a thread with a tight timer slack, a LoopThread's.
+        try withTimerSlack(call == .futex ? 1_000 : 50_000) { try self.interruptStorm(sleepingIn: call) }
+    }
+
+    private func interruptStorm(sleepingIn call: SleepCall) throws {
         let idle = try TestPipe()
         let loop = try self.makeLoop(sleepingIn: call, idle: idle)
         defer { loop.invalidate() }
@@ -216,18 +221,23 @@ struct FaultTests {
         #expect(ran.elements == ["queued while full", "from another thread"])
     }
 
-    /// A futex wake-up whose producer was preempted until its wait had ended (a timer ended it) lands during a later
-    /// wait: that wait ends at once, finds nothing arrived, and absorbs it without a pass; and the wake-up it stood
-    /// for no longer holds back the next one.
+    /// A futex wake-up whose producer was preempted until its wait had ended (a timer ended it) lands after it: the
+    /// next wait ends at once, finds nothing arrived, and absorbs it without a pass; and the wake-up it stood for no
+    /// longer holds back the next one.
     @Test func aFutexWakeUpThatLandsAfterItsWaitIsAbsorbedAndHoldsNothingBack() throws {
+        // The runs' deadlines go to the futex only on a thread with a tight timer slack, a LoopThread's.
+        try withTimerSlack(1_000) { try self.lateFutexWakeUp() }
+    }
+
+    private func lateFutexWakeUp() throws {
         let loop = try self.makeLoop(.linux)
         defer { loop.invalidate() }
         let waiter = try #require(loop.pollWaiter)
         let trace = Recorder<String>()
         self.traceSleeps(of: loop, into: trace)
-        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        loop.add(LoopSource { _ in }, forMode: .default)  // no deadline: the futex, whatever the thread's timer slack
         let items = loop.modeItems(for: .default)
-        #expect(waiter.wakeUpChannel(forWaitingIn: items) == .futex)
+        #expect(waiter.wakeUpChannel(forWaitingIn: items, until: .distantFuture) == .futex)
         // Its wait is over; its wake-up lands now.
         let channel = loop.state.withLock { $0.beginWait(preferring: .futex) }
         let action = loop.state.withLock { $0.requestWakeUp() }
@@ -238,8 +248,11 @@ struct FaultTests {
 
         let before = loop.counters
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(20)) == .timedOut)
-        #expect(loop.counters.since(before).emptyWakeUps == 0)
-        #expect(trace.elements == ["beforeWaiting", "afterWaiting"])  // one sleep: the stale wake-up ended none
+        let spent = loop.counters.since(before)
+        #expect(spent.emptyWakeUps == 0)
+        #expect(spent.waits == 2)  // the one the stale wake-up ended at once, and the sleep to the deadline
+        #expect(spent.wakeUpDrains == 1)
+        #expect(trace.elements == ["beforeWaiting", "afterWaiting"])  // one sleep for the observers: no pass
 
         let ran = Recorder<String>()
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
@@ -248,7 +261,8 @@ struct FaultTests {
                 loop.stop()
             }
         }
-        #expect(loop.run(mode: .default, before: loop.now + .seconds(60)) == .stopped)
+        // Held back by the lapsed wake-up, the loop would sleep to this deadline and time out.
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(5)) == .stopped)
         #expect(ran.elements == ["from another thread"])
     }
 }

@@ -4,9 +4,11 @@ import Glibc
 import Darwin
 #endif
 import Dispatch
+import CLoopKitSystem
 import Testing
 @testable import LoopKit
 
+#if os(Linux)
 /// What a sleeping loop is woken through: the pipe, polled beside the mode's descriptors, or, on Linux, a futex for a
 /// mode with no descriptor to watch (`WakeupFutex`); and the state machine that keeps the two from losing a wake-up.
 @Suite("Wake-up channels")
@@ -49,9 +51,8 @@ struct WakeUpChannelTests {
         #expect(state.requestWakeUp() == .none)  // coalesced
         let hadArrivals = state.endWait()
         #expect(hadArrivals)
-        state.noteWakeUpConsumed()
-        #expect(state.beginWait() == .descriptor)
-        #expect(state.requestWakeUp() == .wakeUp(.descriptor))
+        #expect(state.beginWait(preferring: .futex) == .futex)  // the futex's wake-up lapsed with its wait
+        #expect(state.requestWakeUp() == .wakeUp(.futex))
     }
 
     /// The pipe's byte may not be written yet when the wait it was sent for ends: a wait on the futex would never
@@ -89,39 +90,78 @@ struct WakeUpChannelTests {
         let loop = Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: .linux))
         defer { loop.invalidate() }
         let waiter = try #require(loop.pollWaiter)
-        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
-        #expect(waiter.wakeUpChannel(forWaitingIn: loop.modeItems(for: .default)) == .futex)
+        loop.add(LoopSource { _ in }, forMode: .default)
+        let items = loop.modeItems(for: .default)
+        #expect(waiter.wakeUpChannel(forWaitingIn: items, until: .distantFuture) == .futex)
         let pipe = try TestPipe()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }
         loop.add(source, forMode: .default)
-        #expect(waiter.wakeUpChannel(forWaitingIn: loop.modeItems(for: .default)) == .descriptor)
+        #expect(waiter.wakeUpChannel(forWaitingIn: items, until: .distantFuture) == .descriptor)
         loop.remove(source, forMode: .default)
-        #expect(waiter.wakeUpChannel(forWaitingIn: loop.modeItems(for: .default)) == .futex)
+        #expect(waiter.wakeUpChannel(forWaitingIn: items, until: .distantFuture) == .futex)
 
         let portable = Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: .portable))
         defer { portable.invalidate() }
         let portableWaiter = try #require(portable.pollWaiter)
-        #expect(portableWaiter.wakeUpChannel(forWaitingIn: portable.modeItems(for: .default)) == .descriptor)
+        #expect(portableWaiter.wakeUpChannel(forWaitingIn: portable.modeItems(for: .default), until: .distantFuture)
+                == .descriptor)
+    }
+
+    /// The futex's timeout is late by up to the thread's timer slack (50 µs by default); the timerfd's is not. So a
+    /// wait with a deadline uses the futex only on a thread with at most 1 µs of slack, as a `LoopThread` has, as
+    /// found when a run begins.
+    @Test func aDeadlineStaysOnTheTimerfdUnlessTheThreadsTimerSlackIsTight() throws {
+        let clock = SystemLoopClock()
+        let loop = Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: .linux))
+        defer { loop.invalidate() }
+        let waiter = try #require(loop.pollWaiter)
+        loop.add(LoopSource { _ in }, forMode: .default)
+        let items = loop.modeItems(for: .default)
+        let deadline = loop.now + .milliseconds(1)
+        try withTimerSlack(50_000) {
+            waiter.runWillBegin(in: items)
+            #expect(waiter.wakeUpChannel(forWaitingIn: items, until: deadline) == .descriptor)
+            #expect(waiter.wakeUpChannel(forWaitingIn: items, until: .distantFuture) == .futex)
+        }
+        try withTimerSlack(1_000) {
+            waiter.runWillBegin(in: items)
+            #expect(waiter.wakeUpChannel(forWaitingIn: items, until: deadline) == .futex)
+        }
     }
 
     /// Asleep on the futex, the loop is woken for a descriptor source added from another thread, and its next sleep
-    /// watches the descriptor.
+    /// watches the descriptor (the source's data wakes it through the descriptor itself, not the wake-up channel).
     @Test func aDescriptorSourceAddedWhileTheLoopSleepsOnTheFutexIsWatched() throws {
         let clock = SystemLoopClock()
         let loop = Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: .linux))
         defer { loop.invalidate() }
-        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        loop.add(LoopSource { _ in }, forMode: .default)  // no timer: the loop sleeps on the futex, whatever the slack
         let pipe = try TestPipe()
         let reads = Recorder<DescriptorEvents>()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
             reads.append(events)
             loop.stop()
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
+        let before = loop.counters
+        DispatchQueue.global().async {
+            _ = waitUntil(limit: .seconds(10)) { loop.isWaiting }
+            let waits = loop.counters.waits  // the futex sleep's included
             loop.add(source, forMode: .default)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) { pipe.write() }
+            _ = waitUntil(limit: .seconds(10)) { loop.counters.waits > waits && loop.isWaiting }  // on the pipe now
+            pipe.write()
         }
         #expect(loop.run(mode: .default, before: loop.now + .seconds(60)) == .stopped)
         #expect(reads.elements == [.readable])
+        // The add's, through the futex (a cross-thread add posts two messages, which may wake it twice).
+        #expect(loop.counters.since(before).wakeUpWrites >= 1)
     }
 }
+
+/// Runs `body` with the calling thread's timer slack set to `nanoseconds`, then puts the old slack back.
+func withTimerSlack(_ nanoseconds: UInt, _ body: () throws -> Void) rethrows {
+    let old = cloopkit_timer_slack()
+    _ = cloopkit_set_timer_slack(nanoseconds)
+    defer { _ = cloopkit_set_timer_slack(UInt(max(old, 1))) }
+    try body()
+}
+#endif

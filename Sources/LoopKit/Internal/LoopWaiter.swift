@@ -29,9 +29,9 @@ protocol LoopWaiter: AnyObject, Sendable {
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome
 
-    /// The channel a wait for `items` would rather sleep on: `.futex` when the mode has no descriptor to watch and the
-    /// waiter has one.
-    func wakeUpChannel(forWaitingIn items: ModeItems) -> WakeUpChannel
+    /// The channel a wait for `items` until `deadline` would rather sleep on: `.futex` when the mode has no descriptor
+    /// to watch, the waiter has one, and the futex would not fire the deadline later than the descriptor's timer.
+    func wakeUpChannel(forWaitingIn items: ModeItems, until deadline: LoopInstant) -> WakeUpChannel
 
     /// Ends the current wait, or the next one if none is under way, through `channel`: the one the current wait
     /// sleeps on. Any thread.
@@ -80,7 +80,7 @@ extension LoopWaiter {
     }
 
     /// A waiter without a futex sleeps on its descriptor.
-    func wakeUpChannel(forWaitingIn items: ModeItems) -> WakeUpChannel {
+    func wakeUpChannel(forWaitingIn items: ModeItems, until deadline: LoopInstant) -> WakeUpChannel {
         .descriptor
     }
 

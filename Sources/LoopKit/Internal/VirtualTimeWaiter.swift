@@ -35,8 +35,8 @@ final class VirtualTimeWaiter: LoopWaiter {  // checked Sendable: both stored pr
         return outcome
     }
 
-    func wakeUpChannel(forWaitingIn items: ModeItems) -> WakeUpChannel {
-        self.base.wakeUpChannel(forWaitingIn: items)
+    func wakeUpChannel(forWaitingIn items: ModeItems, until deadline: LoopInstant) -> WakeUpChannel {
+        self.base.wakeUpChannel(forWaitingIn: items, until: deadline)
     }
 
     func wakeUp(through channel: WakeUpChannel) {

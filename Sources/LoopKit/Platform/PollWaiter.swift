@@ -1,10 +1,13 @@
+import CLoopKitSystem
 import Synchronization
 
 /// The waiter of the `linux` and `portable` backends: a poll set rebuilt per wait from the running mode, a pipe to
 /// be woken through, and, on Linux, a timerfd for deadlines, epoll registrations for large modes and a futex.
 ///
 /// A mode with no descriptor sources (Linux, the system clock) sleeps on the futex instead, until its next timer:
-/// waking it is one system call, and so is its wait (see `WakeupFutex`).
+/// waking it is one system call, and so is its wait (see `WakeupFutex`). A wait with a deadline does so only on a
+/// thread whose timer slack is at most 1 µs (a `LoopThread`'s), since the futex's timeout is late by up to the slack
+/// where the timerfd is not.
 ///
 /// A small mode (or any mode on the portable backend) waits in one poll on the wake-up pipe, the deadline timer and
 /// all its descriptors. A mode with `largeModeThreshold` descriptor sources or more (Linux) keeps them registered in
@@ -50,6 +53,10 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     @exclusivity(unchecked) private var hasUnreadPipeWakeUp = false
     /// The last wait ended for the futex's wake-up, and it has not been consumed since.
     @exclusivity(unchecked) private var hasUnreadFutexWakeUp = false
+    /// The loop's thread had at most 1 µs of timer slack when its run began (a `LoopThread`'s has): a futex wait then
+    /// ends as close to its deadline as the timerfd does. With more (Linux's default is 50 µs), a wait with a deadline
+    /// stays on the timerfd, which the kernel fires without slack.
+    @exclusivity(unchecked) private var isTimerSlackTight = false
     /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it. Where
     /// ppoll's cost per descriptor (a wait queue joined and left, twice polled) passes epoll's extra system call per
     /// wake-up (the confirming poll): `loop-bench --only echo`, 25 connections per loop, took 15% less server CPU per
@@ -109,8 +116,10 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         return true
     }
 
-    func wakeUpChannel(forWaitingIn items: ModeItems) -> WakeUpChannel {
-        self.futex != nil && items.descriptorSources.isEmpty ? .futex : .descriptor
+    func wakeUpChannel(forWaitingIn items: ModeItems, until deadline: LoopInstant) -> WakeUpChannel {
+        guard self.futex != nil, items.descriptorSources.isEmpty,
+              self.isTimerSlackTight || deadline == .distantFuture else { return .descriptor }
+        return .futex
     }
 
     func noteNewEvents(of source: LoopDescriptorSource) {
@@ -143,6 +152,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
 
     func runWillBegin(in items: ModeItems) {
         self.registries[ObjectIdentifier(items)]?.requestFullSweep()
+        if self.futex != nil {
+            self.isTimerSlackTight = (0...1_000).contains(cloopkit_timer_slack())
+        }
     }
 
     func forgetModes() {

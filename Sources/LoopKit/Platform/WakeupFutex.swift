@@ -27,8 +27,10 @@ final class WakeupFutex: @unchecked Sendable {  // `observed` is the loop thread
     init?() {
         self.word = .allocate(capacity: 1)
         self.word.initialize(to: 0)
-        // A wake of nobody, to learn whether futex(2) is there; it leaves the word at 1, which `observed` takes.
-        guard cloopkit_futex_increment_and_wake(self.word) == 0 else {
+        // A wake of nobody and a wait that cannot sleep (the word no longer holds 0), to learn whether both operations
+        // are there; the word is left at 1, which `observed` takes.
+        guard cloopkit_futex_increment_and_wake(self.word) == 0,
+              cloopkit_futex_wait(self.word, 0, .max) == -1, errno == EAGAIN else {
             self.word.deallocate()
             return nil
         }
