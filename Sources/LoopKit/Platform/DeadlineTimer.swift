@@ -10,8 +10,8 @@ import CLoopKitSystem
 ///
 /// ppoll's timeout is not precise: the kernel lets it expire late by 0.1% of its length (`select_estimate_accuracy`:
 /// 8 µs for a 120 Hz frame, 1 ms for a one-second timer), whatever the thread's timer slack. A timerfd at an
-/// absolute CLOCK_MONOTONIC deadline fires within the thread's timer slack, as clock_nanosleep does, and keeps no
-/// drift from the relative-to-absolute conversion. It is re-armed only when the deadline changes (once per fire of
+/// absolute CLOCK_MONOTONIC deadline fires at it (the kernel gives a timerfd no slack), and keeps no drift from the
+/// relative-to-absolute conversion. It is re-armed only when the deadline changes (once per fire of
 /// a repeating timer); a loop asleep until a far timer, or with no timer, makes no extra system call per wake-up.
 /// Loop thread only.
 final class DeadlineTimer {
