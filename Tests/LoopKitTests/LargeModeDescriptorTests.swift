@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Dispatch
 import Testing
 @testable import LoopKit
 
@@ -277,6 +278,27 @@ struct LargeModeDescriptorTests {
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1), returnAfterSourceHandled: true)
                 == .handledSource)
         #expect(calls.elements == [1])
+    }
+
+    /// With no descriptor left, the mode sleeps on the loop's futex, not in its epoll set: it lets go of the set then.
+    @Test func aLargeModeThatLosesEveryDescriptorLetsGoOfItsEpollSetWhenItSleepsOnTheFutex() throws {
+        let loop = try Loop.onLinuxBackend()
+        defer { loop.invalidate() }
+        let pipes = try (0..<PollWaiter.defaultLargeModeThreshold).map { _ in try TestPipe() }
+        defer { withExtendedLifetime(pipes) {} }
+        let sources = pipes.map { LoopDescriptorSource(descriptor: $0.readEnd, events: .readable) { _, _ in } }
+        for source in sources { loop.add(source, forMode: .default) }
+        loop.add(LoopSource { _ in }, forMode: .default)  // keeps the mode alive once the descriptors are gone
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(1)) == .timedOut)
+        #expect(self.registry(of: loop) != nil)
+        for source in sources { source.invalidate() }
+        // No deadline, so the sleep is on the futex whatever the thread's timer slack; a stop ends it.
+        DispatchQueue.global().async {
+            _ = waitUntil(limit: .seconds(10)) { loop.isWaiting }
+            loop.stop()
+        }
+        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        #expect(self.registry(of: loop) == nil)
     }
 
     @Test func aSourceInTwoLargeModesIsWatchedInEach() throws {

@@ -187,6 +187,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome {
         if channel == .futex, let deadline, let futex = self.futex {
+            if !self.registries.isEmpty {
+                _ = self.registry(forWaitingIn: items)  // a large mode left with no descriptors lets go of its set
+            }
             return self.sleep(on: futex, until: deadline)
         }
         // The timerfd is polled only when there is a deadline, so a loop waiting for work alone polls just its pipe.
