@@ -85,13 +85,18 @@ struct WakeUpChannelTests {
 
     // MARK: A loop
 
-    @Test func aModeWithoutDescriptorsSleepsOnTheFutexAndOneThatWatchesOneOnThePipe() throws {
-        let clock = SystemLoopClock()
-        let loop = Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: .linux))
-        defer { loop.invalidate() }
+    /// A loop on the Linux backend whose default mode holds one signalled source (no descriptor, no timer), its
+    /// waiter, and the mode's items.
+    private func loopWithoutDescriptors() throws -> (Loop, PollWaiter, ModeItems) {
+        let loop = try Loop.onLinuxBackend()
         let waiter = try #require(loop.pollWaiter)
         loop.add(LoopSource { _ in }, forMode: .default)
-        let items = loop.modeItems(for: .default)
+        return (loop, waiter, loop.modeItems(for: .default))
+    }
+
+    @Test func aModeWithoutDescriptorsSleepsOnTheFutexAndOneThatWatchesOneOnThePipe() throws {
+        let (loop, waiter, items) = try self.loopWithoutDescriptors()
+        defer { loop.invalidate() }
         #expect(waiter.wakeUpChannel(forWaitingIn: items, until: .distantFuture) == .futex)
         let pipe = try TestPipe()
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }
@@ -100,6 +105,7 @@ struct WakeUpChannelTests {
         loop.remove(source, forMode: .default)
         #expect(waiter.wakeUpChannel(forWaitingIn: items, until: .distantFuture) == .futex)
 
+        let clock = SystemLoopClock()
         let portable = Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: .portable))
         defer { portable.invalidate() }
         let portableWaiter = try #require(portable.pollWaiter)
@@ -111,12 +117,8 @@ struct WakeUpChannelTests {
     /// wait with a deadline uses the futex only on a thread with at most 1 µs of slack, as a `LoopThread` has, as
     /// found when a run begins.
     @Test func aDeadlineStaysOnTheTimerfdUnlessTheThreadsTimerSlackIsTight() throws {
-        let clock = SystemLoopClock()
-        let loop = Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: .linux))
+        let (loop, waiter, items) = try self.loopWithoutDescriptors()
         defer { loop.invalidate() }
-        let waiter = try #require(loop.pollWaiter)
-        loop.add(LoopSource { _ in }, forMode: .default)
-        let items = loop.modeItems(for: .default)
         let deadline = loop.now + .milliseconds(1)
         try withTimerSlack(50_000) {
             waiter.runWillBegin(in: items)
