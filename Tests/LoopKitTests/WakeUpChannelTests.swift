@@ -159,11 +159,4 @@ struct WakeUpChannelTests {
     }
 }
 
-/// Runs `body` with the calling thread's timer slack set to `nanoseconds`, then puts the old slack back.
-func withTimerSlack(_ nanoseconds: UInt, _ body: () throws -> Void) rethrows {
-    let old = cloopkit_timer_slack()
-    _ = cloopkit_set_timer_slack(nanoseconds)
-    defer { _ = cloopkit_set_timer_slack(UInt(max(old, 1))) }
-    try body()
-}
 #endif

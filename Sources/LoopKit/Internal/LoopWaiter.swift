@@ -20,8 +20,9 @@ protocol LoopWaiter: AnyObject, Sendable {
     /// Appends the ready sources, with the events they have, to `ready`, in `(order, sequence)` order.
     ///
     /// - Parameter channel: What a sleep waits on for a wake-up: the channel the loop's state machine granted for this
-    ///   wait (`wakeUpChannel(forWaitingIn:)`, unless a wake-up through the descriptor may still be on its way). A
-    ///   look checks both.
+    ///   wait (`wakeUpChannel(forWaitingIn:until:)`, unless a wake-up through the descriptor may still be on its way).
+    ///   A look polls the descriptor only: a futex wake-up is sent only to a wait on the futex, and one that lands
+    ///   after its wait is absorbed by the next wait on the futex.
     func wait(
         for items: ModeItems,
         until deadline: LoopInstant?,

@@ -76,10 +76,11 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.backend = backend
         self.clock = clock
         self.wakeupPipe = try WakeupPipe()
-        self.deadlineTimer = backend == .linux && clock.readsSystemMonotonicClock ? (try? DeadlineTimer()) : nil
+        let timesWithTheSystemClock = backend == .linux && clock.readsSystemMonotonicClock
+        self.deadlineTimer = timesWithTheSystemClock ? (try? DeadlineTimer()) : nil
         self.poller = poller ?? SystemPoller(call: backend == .linux ? .nanosecondTimeout : .millisecondTimeout)
-        // An injected poller sees every wait; so does a clock other than the system's, which the futex cannot time.
-        self.futex = backend == .linux && poller == nil && clock.readsSystemMonotonicClock ? WakeupFutex() : nil
+        // An injected poller sees every wait, so it gets no futex to sleep on beside it.
+        self.futex = timesWithTheSystemClock && poller == nil ? WakeupFutex() : nil
     }
 
     // MARK: Any thread

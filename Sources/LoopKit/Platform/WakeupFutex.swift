@@ -11,7 +11,7 @@ import CLoopKitSystem
 /// It is the wake-up pipe without the pipe: a wake-up is one `FUTEX_WAKE` and the wait one `FUTEX_WAIT_BITSET`,
 /// where the pipe costs a write, a ppoll that polls its descriptors again on waking, and a read; and the deadline
 /// needs no timerfd, so a repeating timer's wait is one system call instead of two. `loop-bench`'s wake-up of a
-/// sleeping loop went from 1.03× the pipe floor's p50 to 0.87×. The word works like the pipe: it "holds a
+/// sleeping loop went from 1.02× the pipe floor's p50 to 0.88× (Benchmarks/RESULTS.md). The word works like the pipe: it "holds a
 /// wake-up" while it differs from the value the loop last consumed, so a wake-up that lands after its wait ended
 /// (its producer was preempted) is found by the next wait, stale, and absorbed as a stale byte would be.
 ///
@@ -45,7 +45,7 @@ final class WakeupFutex: @unchecked Sendable {  // `observed` is the loop thread
     func notify() {
         guard cloopkit_futex_increment_and_wake(self.word) == 0 else {
             // FUTEX_WAKE fails only for a bad address or operation, both LoopKit bugs; init proved it is there.
-            fatalError("LoopKit: futex (waking the loop) failed with errno \(errno)")
+            trap("futex (waking the loop)", SystemCallError(call: "futex", code: errno))
         }
     }
 

@@ -114,3 +114,11 @@ func readNonBlocking(_ descriptor: CInt, _ buffer: inout [UInt8]) -> Int {
     let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
     return max(count, 0)
 }
+
+/// Runs `body` with the calling thread's timer slack set to `nanoseconds`, then puts the old slack back.
+func withTimerSlack(_ nanoseconds: UInt, _ body: () throws -> Void) rethrows {
+    let old = cloopkit_timer_slack()
+    _ = cloopkit_set_timer_slack(nanoseconds)
+    defer { _ = cloopkit_set_timer_slack(UInt(max(old, 1))) }
+    try body()
+}
