@@ -44,12 +44,12 @@ extension Loop {
         while let (entry, timer) = items.timers.takeNextDue() {
             // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
             guard let timer, !timer.isFiring,
-                  let (slot, version) = timer.beginFire(deadline: entry.deadline, now: now.nanoseconds) else {
+                  let firing = timer.beginFire(deadline: entry.deadline, now: now.nanoseconds) else {
                 continue
             }
             self.firedTimers &+= 1
             let after = self.callOut(.timer) {
-                timer.fire(slot: slot, clock: self.clock, version: version)
+                timer.fire(firing, clock: self.clock)
             }
             switch after {
             case .requeue(let next):

@@ -19,8 +19,8 @@ import Synchronization
 ///
 /// A source may be created on any thread. `events`, `invalidate()` and `isValid` are safe from any thread; the handler
 /// runs on the loop's thread. A source belongs to one loop; the descriptor stays the caller's to close.
-// @unchecked Sendable: `handler` and the `// MARK: Loop thread only` state are touched only on the loop's thread;
-// cross-thread state is atomic.
+// @unchecked Sendable: the `// MARK: Loop thread only` state is touched only on the loop's thread; cross-thread state
+// is atomic or under `shared`'s lock.
 public final class LoopDescriptorSource: @unchecked Sendable {
     /// The watched descriptor.
     public let descriptor: CInt
@@ -31,9 +31,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     private let valid = Atomic<Bool>(true)
     /// Whether the source is in its loop's list of sources whose events changed (`PollWaiter.noteNewEvents(of:)`).
     let isListedWithNewEvents = Atomic<Bool>(false)
-    private let handler: (LoopDescriptorSource, DescriptorEvents) -> Void
-    /// The loop the item belongs to (`LoopItem.withTie`).
-    private let tie = LoopLock(LoopTie())
+    /// The loop the item belongs to (`LoopItem.withTie`), and the handler, let go of at `invalidate()`.
+    private let shared: LoopLock<TiedCallbacks<(LoopDescriptorSource, DescriptorEvents) -> Void>>
     /// Called when the loop ends with the source in one of its modes (a `LoopSignalSource` then gives its signal
     /// back): on the loop's thread, or on the thread that frees a loop of one's own (`Loop.deinit`). Set before the
     /// source is first added, never after.
@@ -63,7 +62,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         self.descriptor = descriptor
         self.order = order
         self.watched = Atomic(events.rawValue)
-        self.handler = handler
+        self.shared = LoopLock(TiedCallbacks(callbacks: handler))
     }
 
     private static func checkWatchable(_ events: DescriptorEvents, call: StaticString) {
@@ -94,17 +93,18 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
     /// Stops watching for good and removes the source from every mode. Any thread; doing it twice does nothing.
     ///
-    /// After `invalidate()` returns on the loop's thread, the handler is not called again. From another thread, a
-    /// handler call already under way may finish.
+    /// After `invalidate()` returns, the handler is not called again, and the source has let go of it (and of what it
+    /// captured) on any thread. From another thread, a handler call already under way may finish.
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        _ = self.shared.takeCallbacks()  // let go of here, after the lock
         self.boundLoop?.detachEverywhere(self)
     }
 
     // MARK: Used by the loop (loop thread)
 
     func handle(_ events: DescriptorEvents) {
-        self.handler(self, events)
+        self.shared.callbacks()?(self, events)
     }
 }
 
@@ -112,7 +112,7 @@ extension LoopDescriptorSource: LoopItem {
     static var kind: String { "LoopDescriptorSource" }
 
     func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
-        self.tie.withLock(body)
+        self.shared.withLock { body(&$0.tie) }
     }
 
     func attach(to items: ModeItems, loop: Loop) {

@@ -11,8 +11,8 @@ import Synchronization
 /// A link may be created on any thread; its properties are immutable but for `isPaused`. `isPaused`, `invalidate()`
 /// and `isValid` are safe from any thread; the callback runs on the loop's thread and may invalidate the link. A link
 /// belongs to one loop.
-// @unchecked Sendable: `callback` and `previousIndex` are touched only on the loop's thread (from the timer's
-// callback); cross-thread state is atomic or in a LoopLock, and `timer` is itself thread-safe where it must be.
+// @unchecked Sendable: `previousIndex` is touched only on the loop's thread (from the timer's callback); cross-thread
+// state is atomic or in a LoopLock, and `timer` is itself thread-safe where it must be.
 public final class LoopDisplayLink: @unchecked Sendable {
     /// The display whose grid the link follows.
     public let display: LoopDisplay
@@ -28,7 +28,8 @@ public final class LoopDisplayLink: @unchecked Sendable {
     private let pauseChanges = LoopLock(false)
     /// Set on resume: the next frame counts no skipped frames (paused frames were not missed, just not wanted).
     private let resumed = Atomic<Bool>(false)
-    private let callback: (LoopDisplayLink, DisplayFrame) -> Void
+    /// `nil` once invalidated: `invalidate()` lets go of it on whatever thread calls it.
+    private let callback: LoopLock<((LoopDisplayLink, DisplayFrame) -> Void)?>
     private let monitors = LoopLock<[HitchMonitor]>([])
     /// Whether `monitors` has any, so that a frame takes the lock only then.
     private let hasMonitors = Atomic<Bool>(false)
@@ -80,7 +81,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.display = display
         self.refreshesPerFrame = refreshesPerFrame
         self.rate = Double(display.maximumRate) / Double(refreshesPerFrame)
-        self.callback = callback
+        self.callback = LoopLock(callback)
         let grid = TimerGrid { [display] slot, now in
             display.nextFrame(after: max(slot ?? now, now), refreshesPerFrame: refreshesPerFrame).instant
         }
@@ -133,9 +134,15 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// Stops the link for good, removes it from every mode and lets it go. Any thread, its own callback included.
     ///
     /// While it is in a mode, the link is kept alive by its loop (as a run loop retains a CADisplayLink), so a link
-    /// added to a loop keeps ticking even when the caller keeps no reference to it.
+    /// added to a loop keeps ticking even when the caller keeps no reference to it. Its callback, and what the
+    /// callback captured, are let go of before this returns (a call already under way finishes).
     public func invalidate() {
         self.timer.invalidate()
+        let released = self.callback.withLock { callback in
+            defer { callback = nil }
+            return callback
+        }
+        withExtendedLifetime(released) {}  // let go of here, after the lock
     }
 
     /// Tells `monitor` about every frame (used by `HitchMonitor.attach(to:)`). Any thread.
@@ -164,6 +171,6 @@ public final class LoopDisplayLink: @unchecked Sendable {
                 self.monitors.withLock { $0.removeAll { monitor in stopped.contains { $0 === monitor } } }
             }
         }
-        self.callback(self, frame)
+        self.callback.withLock { $0 }?(self, frame)
     }
 }

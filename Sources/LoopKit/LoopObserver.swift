@@ -7,8 +7,8 @@ import Synchronization
 ///
 /// An observer may be created on any thread. `invalidate()` and `isValid` are safe from any thread; the callback runs
 /// on the loop's thread. An observer belongs to one loop.
-// @unchecked Sendable: `callback` and the `// MARK: Loop thread only` state are touched only on the loop's thread;
-// cross-thread state is atomic.
+// @unchecked Sendable: the `// MARK: Loop thread only` state is touched only on the loop's thread; cross-thread state
+// is atomic or under `shared`'s lock.
 public final class LoopObserver: @unchecked Sendable {
     /// The activities the observer is called for.
     public let activities: LoopActivity
@@ -18,9 +18,8 @@ public final class LoopObserver: @unchecked Sendable {
     public let order: Int
 
     private let valid = Atomic<Bool>(true)
-    private let callback: (LoopObserver, LoopActivity) -> Void
-    /// The loop the item belongs to (`LoopItem.withTie`).
-    private let tie = LoopLock(LoopTie())
+    /// The loop the item belongs to (`LoopItem.withTie`), and the callback, let go of at `invalidate()`.
+    private let shared: LoopLock<TiedCallbacks<(LoopObserver, LoopActivity) -> Void>>
 
     // MARK: Loop thread only
     var modes: ModeSet = []
@@ -45,7 +44,7 @@ public final class LoopObserver: @unchecked Sendable {
         self.activities = activities
         self.repeats = repeats
         self.order = order
-        self.callback = callback
+        self.shared = LoopLock(TiedCallbacks(callbacks: callback))
     }
 
     /// Whether the observer can still be called. Any thread.
@@ -53,9 +52,11 @@ public final class LoopObserver: @unchecked Sendable {
         self.valid.load(ordering: .acquiring)
     }
 
-    /// Removes the observer from every mode for good. Any thread, its own callback included; twice does nothing.
+    /// Removes the observer from every mode for good, and lets go of its callback before returning. Any thread, its
+    /// own callback included; twice does nothing.
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        _ = self.shared.takeCallbacks()  // let go of here, after the lock
         self.boundLoop?.detachEverywhere(self)
     }
 
@@ -63,9 +64,9 @@ public final class LoopObserver: @unchecked Sendable {
 
     /// Calls the observer for `activity` unless it is already running (no re-entry).
     func notify(_ activity: LoopActivity) {
-        guard !self.isCalling, self.isValid else { return }
+        guard !self.isCalling, let callback = self.shared.callbacks() else { return }
         self.isCalling = true
-        self.callback(self, activity)
+        callback(self, activity)
         self.isCalling = false
         if !self.repeats {
             self.invalidate()
@@ -77,7 +78,7 @@ extension LoopObserver: LoopItem {
     static var kind: String { "LoopObserver" }
 
     func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
-        self.tie.withLock(body)
+        self.shared.withLock { body(&$0.tie) }
     }
 
     func attach(to items: ModeItems, loop: Loop) {

@@ -4,7 +4,9 @@
 /// Cancelling releases the closure at once (and what it captures). A task cancelled before it ran never runs. The
 /// completion handed to `cancel(_:)` is called once the task has finished for good: at once if it is not running,
 /// else on the loop's thread when its current run returns; a task that already ran to its end (a one-shot task that
-/// ran) calls it at once too. Every member is safe from any thread; the closure runs on the loop's thread.
+/// ran) calls it at once too. A task whose loop ends before the task has run for good (its `LoopThread` finishes, its
+/// group shuts down, its thread exits) is cancelled with it, as SwiftNIO fails such a task: `isCancelled` becomes
+/// `true` and the closure is let go of. Every member is safe from any thread; the closure runs on the loop's thread.
 // @unchecked Sendable: `state` is a lock; `timer` is written once, before the task is published, and a weak
 // reference's loads are atomic.
 public final class LoopScheduledTask: @unchecked Sendable {
@@ -30,14 +32,16 @@ public final class LoopScheduledTask: @unchecked Sendable {
     static func make(fireAt instant: LoopInstant, interval: Duration, repeats: Bool,
                      body: @escaping @Sendable (LoopScheduledTask) -> Void) -> (LoopScheduledTask, LoopTimer) {
         let task = LoopScheduledTask(repeats: repeats, body: body)
+        let hold = TimerHold(task)
         let timer = LoopTimer(fireAt: instant, interval: repeats ? interval : .zero, repeats: repeats) { _ in
-            task.runOnce()
+            hold.task.runOnce()
         }
         task.timer = timer
         return (task, timer)
     }
 
-    /// Whether `cancel` was called. Any thread.
+    /// Whether the task was cancelled: by `cancel(_:)`, or with its loop, which ended before the task ran for good. Any
+    /// thread.
     public var isCancelled: Bool {
         self.state.withLock { $0.isCancelled }
     }
@@ -61,6 +65,31 @@ public final class LoopScheduledTask: @unchecked Sendable {
     }
 
     /// Runs the closure for one fire, unless cancelled; then finishes the task if that was its last run.
+    /// The task's timer let go of its callback: it was invalidated, fired for the last time, or freed by a loop that
+    /// ended. A task that can still run is cancelled. Any thread.
+    private func timerDidLetGo() {
+        let released = self.state.withLock { state -> (@Sendable (LoopScheduledTask) -> Void)? in
+            guard !state.isCancelled, let body = state.body else { return nil }  // cancelled, or ran to its end
+            state.body = nil
+            state.isCancelled = true
+            return body
+        }
+        withExtendedLifetime(released) {}  // let go of here, outside the lock: its captures may run deinits
+    }
+
+    /// Held by the task's timer's callback alone: its deinit tells the task that its timer can no longer run it.
+    private final class TimerHold: Sendable {
+        let task: LoopScheduledTask
+
+        init(_ task: LoopScheduledTask) {
+            self.task = task
+        }
+
+        deinit {
+            self.task.timerDidLetGo()
+        }
+    }
+
     private func runOnce() {
         let body = self.state.withLock { state -> (@Sendable (LoopScheduledTask) -> Void)? in
             guard !state.isCancelled, let body = state.body else { return nil }

@@ -66,8 +66,9 @@ public final class LoopSignalSource: @unchecked Sendable {
         self.slot = slot
         self.isInstalled = LoopLock(!isLoopEnded)
         self.live = live
+        let watch = HandlerWatch(live)
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
-            guard live.withLock({ $0 }) != nil else { return }
+            guard watch.live.withLock({ $0 }) != nil else { return }
             pipe.drain()
             let count = ProcessSignals.takeCount(signal, slot: slot)
             if count > 0 {
@@ -90,6 +91,21 @@ public final class LoopSignalSource: @unchecked Sendable {
 
     deinit {
         self.invalidate()
+    }
+
+    /// Held by the descriptor source's handler alone. A descriptor source lets go of its handler when it is
+    /// invalidated or freed; the second happens when its loop ends before the add arrived (the loop drops the queued
+    /// add, and `whenLoopEnds` never runs), and the signal source then ends too: nothing would ever read its pipe.
+    private final class HandlerWatch: Sendable {
+        let live: LoopLock<LoopSignalSource?>
+
+        init(_ live: LoopLock<LoopSignalSource?>) {
+            self.live = live
+        }
+
+        deinit {
+            self.live.withLock { $0 }?.invalidate()
+        }
     }
 
     /// Whether the source still delivers its signal. Any thread.

@@ -10,19 +10,23 @@ import Synchronization
 ///
 /// A source may be created on any thread. `signal()`, `isSignalled`, `invalidate()` and `isValid` are safe from any
 /// thread; the callbacks run on the loop's thread. A source belongs to one loop.
-// @unchecked Sendable: the callbacks and the `// MARK: Loop thread only` state are touched only on the loop's
-// thread; cross-thread state is atomic.
+// @unchecked Sendable: the `// MARK: Loop thread only` state is touched only on the loop's thread; cross-thread state
+// is atomic or under `shared`'s lock.
 public final class LoopSource: @unchecked Sendable {
     /// Sorts signalled sources within a pass: lower first.
     public let order: Int
 
     private let signalled = Atomic<Bool>(false)
     private let valid = Atomic<Bool>(true)
-    private let performCallback: (LoopSource) -> Void
-    private let scheduleCallback: ((LoopSource, LoopMode) -> Void)?
-    private let cancelCallback: ((LoopSource, LoopMode) -> Void)?
-    /// The loop the item belongs to (`LoopItem.withTie`).
-    private let tie = LoopLock(LoopTie())
+    /// The loop the item belongs to (`LoopItem.withTie`), and the callbacks: `invalidate()` lets go of `perform` and
+    /// `onSchedule` at once, and the loop of `onUnschedule` once it has called it for the source's last mode.
+    private let shared: LoopLock<TiedCallbacks<Callbacks>>
+
+    private struct Callbacks {
+        var perform: ((LoopSource) -> Void)?
+        var schedule: ((LoopSource, LoopMode) -> Void)?
+        var cancel: ((LoopSource, LoopMode) -> Void)?
+    }
 
     // MARK: Loop thread only
     // `@exclusivity(unchecked)`: read by every pass that runs the source, on the loop's thread only, never across a
@@ -49,9 +53,8 @@ public final class LoopSource: @unchecked Sendable {
         _ perform: @escaping @Sendable (LoopSource) -> Void
     ) {
         self.order = order
-        self.scheduleCallback = onSchedule
-        self.cancelCallback = onUnschedule
-        self.performCallback = perform
+        self.shared = LoopLock(TiedCallbacks(callbacks: Callbacks(perform: perform, schedule: onSchedule,
+                                                                  cancel: onUnschedule)))
     }
 
     /// Marks the source as signalled and wakes its loop. Any thread.
@@ -74,9 +77,24 @@ public final class LoopSource: @unchecked Sendable {
     }
 
     /// Removes the source from every mode of its loop for good. Any thread; doing it twice does nothing.
+    ///
+    /// `perform` and `onSchedule` (and what they capture) are let go of before this returns; `onUnschedule` once the
+    /// loop has called it for each mode the source leaves (at once on the loop's thread, at its next pass from
+    /// another), or at once if the source belongs to no loop.
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        guard let loop = self.boundLoop else { return }
+        guard let loop = self.boundLoop else {
+            _ = self.shared.takeCallbacks()  // let go of here, after the lock
+            return
+        }
+        let released = self.shared.withLock { shared in
+            defer {
+                shared.callbacks?.perform = nil
+                shared.callbacks?.schedule = nil
+            }
+            return (shared.callbacks?.perform, shared.callbacks?.schedule)
+        }
+        withExtendedLifetime(released) {}  // let go of here, after the lock
         loop.forgetSignal(of: self)
         loop.detachEverywhere(self)
     }
@@ -86,7 +104,7 @@ public final class LoopSource: @unchecked Sendable {
     /// Clears the signalled flag and runs the callback.
     func perform() {
         self.signalled.store(false, ordering: .releasing)
-        self.performCallback(self)
+        self.shared.withLock { $0.callbacks?.perform }?(self)
     }
 }
 
@@ -94,7 +112,7 @@ extension LoopSource: LoopItem {
     static var kind: String { "LoopSource" }
 
     func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
-        self.tie.withLock(body)
+        self.shared.withLock { body(&$0.tie) }
     }
 
     func attach(to items: ModeItems, loop: Loop) {
@@ -102,7 +120,7 @@ extension LoopSource: LoopItem {
         if self.isSignalled {
             loop.sourceWasSignalled(self)  // signalled before it joined: keep the signal
         }
-        self.scheduleCallback?(self, items.mode)
+        self.shared.withLock { $0.callbacks?.schedule }?(self, items.mode)
     }
 
     func detach(from items: ModeItems, loop: Loop) {
@@ -110,6 +128,9 @@ extension LoopSource: LoopItem {
         if self.modes.isEmpty && self.isSignalled {
             loop.dropSpentCandidates()  // in no mode now: parked, held by no list, in its place for a later add
         }
-        self.cancelCallback?(self, items.mode)
+        // The last mode of an invalidated source: nothing will call `onUnschedule` again.
+        let isLast = self.modes.isEmpty && !self.isValid
+        let callbacks = isLast ? self.shared.takeCallbacks() : self.shared.callbacks()
+        callbacks?.cancel?(self, items.mode)
     }
 }

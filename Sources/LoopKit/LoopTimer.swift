@@ -12,8 +12,8 @@ import Synchronization
 ///
 /// A timer may be created on any thread. `invalidate()`, `isValid`, `fireDate`, `setNextFireDate(_:)` and `tolerance`
 /// are safe from any thread. The callback runs on the loop's thread. A timer belongs to one loop.
-// @unchecked Sendable: `callback` and the `// MARK: Loop thread only` state are touched only on the loop's thread
-// (the loop is the only caller); cross-thread state is in `schedule`, touched only under `scheduleLock`.
+// @unchecked Sendable: the `// MARK: Loop thread only` state is touched only on the loop's thread (the loop is the
+// only caller); cross-thread state is in `schedule`, touched only under `scheduleLock`.
 public final class LoopTimer: @unchecked Sendable {
     /// The timer's cross-thread state, and its tie to its loop, under one lock.
     struct Schedule {
@@ -29,11 +29,23 @@ public final class LoopTimer: @unchecked Sendable {
         /// chose the next date itself.
         var fireDateVersion: UInt64 = 0
         var tie = LoopTie()
+        /// Let go of when the timer becomes invalid (invalidated, or a one-shot timer that has fired), on whatever
+        /// thread that happens: nothing it captures outlives the timer's last fire.
+        var callback: ((LoopTimer) -> Void)?
 
-        init(fireDate: LoopInstant?, tolerance: Duration) {
+        init(fireDate: LoopInstant?, tolerance: Duration, callback: @escaping (LoopTimer) -> Void) {
             self.fireDate = fireDate
             self.tolerance = tolerance
             self.toleranceNanoseconds = tolerance.nonNegativeNanoseconds
+            self.callback = callback
+        }
+
+        /// Marks the timer invalid and takes its callback out, for the caller to let go of after the lock (a
+        /// capture's deinit is user code).
+        mutating func invalidate() -> ((LoopTimer) -> Void)? {
+            self.isValid = false
+            defer { self.callback = nil }
+            return self.callback
         }
 
         /// The fire to queue: `nil` when invalid or without a date.
@@ -59,7 +71,6 @@ public final class LoopTimer: @unchecked Sendable {
     private let scheduleLock = WordLock()
     /// Only under `scheduleLock` (`withSchedule`). `@exclusivity(unchecked)`: the lock orders every access.
     @exclusivity(unchecked) private var schedule: Schedule
-    private let callback: (LoopTimer) -> Void
     /// The grid of a timer that fires on one of its own (a display link's); `nil` for an ordinary timer. A reference,
     /// so that an ordinary timer, of which a loop may hold millions, carries one word for it.
     let grid: TimerGrid?
@@ -135,8 +146,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.interval = interval
         self.intervalNanoseconds = interval.nonNegativeNanoseconds
         self.repeats = true
-        self.schedule = Schedule(fireDate: nil, tolerance: .zero)
-        self.callback = callback
+        self.schedule = Schedule(fireDate: nil, tolerance: .zero, callback: callback)
         self.grid = grid
     }
 
@@ -155,8 +165,7 @@ public final class LoopTimer: @unchecked Sendable {
         self.interval = firstFire != nil && !repeats ? .zero : interval
         self.intervalNanoseconds = self.interval.nonNegativeNanoseconds
         self.repeats = repeats
-        self.schedule = Schedule(fireDate: firstFire, tolerance: tolerance)
-        self.callback = callback
+        self.schedule = Schedule(fireDate: firstFire, tolerance: tolerance, callback: callback)
         self.grid = nil
     }
 
@@ -211,12 +220,14 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// Stops the timer for good and removes it from every mode. Any thread, the timer's own callback included.
     ///
-    /// Invalidating an invalid timer does nothing.
+    /// The timer lets go of its callback, and of what the callback captured, before this returns (a call already
+    /// under way on the loop's thread finishes). Invalidating an invalid timer does nothing.
     public func invalidate() {
-        let loop = self.withSchedule { schedule in
-            defer { schedule.isValid = false }
-            return schedule.isValid ? schedule.tie.loop : nil
+        let (loop, released) = self.withSchedule { schedule in
+            let loop = schedule.isValid ? schedule.tie.loop : nil
+            return (loop, schedule.invalidate())
         }
+        withExtendedLifetime(released) {}  // let go of here, after the lock
         loop?.detachEverywhere(self)
     }
 
@@ -275,36 +286,47 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     /// Whether the timer fires now for its entry at `deadline`, and if so for which slot, with the version of its fire
-    /// date (for `fire(slot:clock:version:)`). As CF checks a timer's date again before its callout, a date another
+    /// date and the callback (for `fire(_:clock:)`). As CF checks a timer's date again before its callout, a date another
     /// thread moved since the entry was queued decides, not the entry: a moved date still due at `now` fires now, for
     /// its own slot; one in the future waits for the move's re-arm, on its way to the loop (firing the entry would run
     /// a callback the user moved away, then overwrite the new date with the old grid's next slot). `nil` for a timer
     /// invalidated since, or moved to the future. One lock round trip. Loop thread.
-    func beginFire(deadline: UInt64, now: UInt64) -> (slot: LoopInstant, version: UInt64)? {
+    func beginFire(deadline: UInt64, now: UInt64) -> Firing? {
         self.withSchedule { schedule in
-            guard schedule.isValid, let date = schedule.fireDate,
+            guard schedule.isValid, let callback = schedule.callback, let date = schedule.fireDate,
                   date.nanoseconds == deadline || date.nanoseconds <= now else { return nil }
-            return (date, schedule.fireDateVersion)
+            return Firing(slot: date, version: schedule.fireDateVersion, callback: callback)
         }
     }
 
-    /// Runs the callback for `slot`, then works out the next fire date, in the same lock round trip that reads it for
-    /// the queues. `slot` and `version` are what `beginFire(deadline:now:)` returned. Loop thread.
-    func fire(slot: LoopInstant, clock: any LoopClock, version: UInt64) -> AfterFire {
+    /// A fire that `beginFire(deadline:now:)` let happen. The callback is the loop's own reference: another thread
+    /// may invalidate the timer, letting go of the timer's, while it runs.
+    struct Firing {
+        let slot: LoopInstant
+        let version: UInt64
+        let callback: (LoopTimer) -> Void
+    }
+
+    /// Runs the callback for the firing's slot, then works out the next fire date, in the same lock round trip that
+    /// reads it for the queues. Loop thread.
+    func fire(_ firing: Firing, clock: any LoopClock) -> AfterFire {
+        let slot = firing.slot
         if let grid = self.grid {
             grid.firingSlot = slot
             grid.firingNow = clock.now
         }
         self.isFiring = true
-        self.callback(self)
+        firing.callback(self)
         self.isFiring = false
         // Read before the lock (a clock is user code), and only for a next slot: a one-shot fire reads no clock.
         let now = self.repeats ? clock.now : nil
+        var released: ((LoopTimer) -> Void)?
+        defer { withExtendedLifetime(released) {} }  // a one-shot timer's callback, let go of after the lock
         return self.withSchedule { schedule in
             guard schedule.isValid else { return .done }
-            if schedule.fireDateVersion != version { return .requeue(at: schedule.nextFire) }
+            if schedule.fireDateVersion != firing.version { return .requeue(at: schedule.nextFire) }
             guard let now else {  // a one-shot timer
-                schedule.isValid = false
+                released = schedule.invalidate()
                 return .done
             }
             schedule.fireDate = self.grid?.nextSlot(slot, now)

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 import Synchronization
 import Testing
 @testable import LoopKit
@@ -276,6 +277,32 @@ struct LifecycleTests {
         var now = sigaction()
         sigaction(SIGUSR2, nil, &now)
         #expect(unsafeBitCast(now.__sigaction_handler.sa_handler, to: Int.self) == 1)  // SIG_IGN
+    }
+
+    /// The add reaches the loop as a queued change, which the loop drops when its thread ends first: the source must
+    /// not stay installed (swallowing the signal) with nothing to read its pipe.
+    @Test func aSignalSourceWhoseAddItsEndingLoopDroppedEndsWithIt() throws {
+        var ignore = sigaction()
+        ignore.__sigaction_handler.sa_handler = SIG_IGN
+        var saved = sigaction()
+        sigaction(SIGUSR2, &ignore, &saved)
+        defer { sigaction(SIGUSR2, &saved, nil) }
+        let loops = Recorder<Loop>()
+        let (created, added) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let owner = startThread {
+            loops.append(Loop.current)  // this thread's loop, which it never runs, and ends as the thread exits
+            created.signal()
+            added.wait()
+        }
+        created.wait()
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: loops.elements[0]) { _ in }
+        #expect(source.isValid)
+        added.signal()
+        owner.join()
+        #expect(!source.isValid)
+        var now = sigaction()
+        sigaction(SIGUSR2, nil, &now)
+        #expect(unsafeBitCast(now.__sigaction_handler.sa_handler, to: Int.self) == 1)  // SIG_IGN again
     }
 
     @Test func aSignalThatInterruptsTheSleepIsNotAWakeUp() throws {
