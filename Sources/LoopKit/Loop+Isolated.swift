@@ -34,7 +34,8 @@ extension Loop {
             _ task: @escaping () -> Void
         ) -> LoopScheduledTask {
             self.loop.preconditionIsCurrent("Loop.Isolated.schedule(after:inModes:_:)")
-            let bound = LoopBound(task, loop: self.loop)
+            let bound = LoopConfinedCallback(task, loop: self.loop,
+                                             accessor: "Loop.Isolated.schedule(after:inModes:_:) task")
             return self.loop.schedule(after: delay, inModes: modes) { bound.value() }
         }
     }
@@ -64,8 +65,8 @@ extension LoopTimer {
         on isolated: Loop.Isolated,
         _ callback: @escaping (LoopTimer) -> Void
     ) {
-        let bound = LoopBound(callback, loop: isolated.loop,
-                              accessor: "LoopTimer(…, on:) callback, added to another loop")
+        let bound = LoopConfinedCallback(callback, loop: isolated.loop,
+                                         accessor: "LoopTimer(…, on:) callback, added to another loop")
         self.init(interval: interval, repeats: repeats, tolerance: tolerance) { bound.value($0) }
     }
 
@@ -81,8 +82,8 @@ extension LoopTimer {
         on isolated: Loop.Isolated,
         _ callback: @escaping (LoopTimer) -> Void
     ) {
-        let bound = LoopBound(callback, loop: isolated.loop,
-                              accessor: "LoopTimer(…, on:) callback, added to another loop")
+        let bound = LoopConfinedCallback(callback, loop: isolated.loop,
+                                         accessor: "LoopTimer(…, on:) callback, added to another loop")
         self.init(fireAt: fireDate, interval: interval, repeats: repeats, tolerance: tolerance) { bound.value($0) }
     }
 }
@@ -99,8 +100,8 @@ extension LoopDescriptorSource {
         on isolated: Loop.Isolated,
         _ handler: @escaping (LoopDescriptorSource, DescriptorEvents) -> Void
     ) {
-        let bound = LoopBound(handler, loop: isolated.loop,
-                              accessor: "LoopDescriptorSource(…, on:) handler, added to another loop")
+        let bound = LoopConfinedCallback(handler, loop: isolated.loop,
+                                         accessor: "LoopDescriptorSource(…, on:) handler, added to another loop")
         self.init(descriptor: descriptor, events: events, order: order) { bound.value($0, $1) }
     }
 }
@@ -115,8 +116,8 @@ extension LoopObserver {
         on isolated: Loop.Isolated,
         _ callback: @escaping (LoopObserver, LoopActivity) -> Void
     ) {
-        let bound = LoopBound(callback, loop: isolated.loop,
-                              accessor: "LoopObserver(…, on:) callback, added to another loop")
+        let bound = LoopConfinedCallback(callback, loop: isolated.loop,
+                                         accessor: "LoopObserver(…, on:) callback, added to another loop")
         self.init(activities: activities, repeats: repeats, order: order) { bound.value($0, $1) }
     }
 }
@@ -134,18 +135,18 @@ extension LoopSource {
         let loop = isolated.loop
         var scheduled: (@Sendable (LoopSource, LoopMode) -> Void)?
         if let onSchedule {
-            let bound = LoopBound(onSchedule, loop: loop,
-                                  accessor: "LoopSource(…, on:) callback, added to another loop")
+            let bound = LoopConfinedCallback(onSchedule, loop: loop,
+                                             accessor: "LoopSource(…, on:) callback, added to another loop")
             scheduled = { bound.value($0, $1) }
         }
         var unscheduled: (@Sendable (LoopSource, LoopMode) -> Void)?
         if let onUnschedule {
-            let bound = LoopBound(onUnschedule, loop: loop,
-                                  accessor: "LoopSource(…, on:) callback, added to another loop")
+            let bound = LoopConfinedCallback(onUnschedule, loop: loop,
+                                             accessor: "LoopSource(…, on:) callback, added to another loop")
             unscheduled = { bound.value($0, $1) }
         }
-        let bound = LoopBound(perform, loop: loop,
-                              accessor: "LoopSource(…, on:) callback, added to another loop")
+        let bound = LoopConfinedCallback(perform, loop: loop,
+                                         accessor: "LoopSource(…, on:) callback, added to another loop")
         self.init(order: order, onSchedule: scheduled, onUnschedule: unscheduled) { bound.value($0) }
     }
 }
@@ -161,8 +162,8 @@ extension LoopSignalSource {
         modes: [LoopMode] = [.common],
         _ handler: @escaping (Int) -> Void
     ) throws(SystemCallError) {
-        let bound = LoopBound(handler, loop: isolated.loop,
-                              accessor: "LoopSignalSource(…, on:) handler, added to another loop")
+        let bound = LoopConfinedCallback(handler, loop: isolated.loop,
+                                         accessor: "LoopSignalSource(…, on:) handler, added to another loop")
         try self.init(signal: signal, loop: isolated.loop, modes: modes) { bound.value($0) }
     }
 }
@@ -176,8 +177,8 @@ extension LoopDisplayLink {
         on isolated: Loop.Isolated,
         _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
     ) {
-        let bound = LoopBound(callback, loop: isolated.loop,
-                              accessor: "LoopDisplayLink(…, on:) callback, added to another loop")
+        let bound = LoopConfinedCallback(callback, loop: isolated.loop,
+                                         accessor: "LoopDisplayLink(…, on:) callback, added to another loop")
         self.init(display: display, preferredRate: preferredRate) { bound.value($0, $1) }
     }
 }

@@ -266,12 +266,15 @@ extension Loop {
     /// From another thread the change is posted to the loop; the message holds the item weakly, since a queued
     /// message must not keep an invalidated item (or what its closure captures) alive: while the item is in a mode,
     /// the mode holds it.
-    func detachEverywhere<Item: LoopItem & Sendable>(_ item: Item) {
+    ///
+    /// - Returns: `false` if the loop has ended, which took the item out of its modes as it ended.
+    @discardableResult
+    func detachEverywhere<Item: LoopItem & Sendable>(_ item: Item) -> Bool {
         if self.isCurrent {
             self.detachNow(item)
-            return
+            return true
         }
-        self.post { [weak item] loop in
+        return self.post { [weak item] loop in
             if let item {
                 loop.detachNow(item)
             }
@@ -291,6 +294,7 @@ extension Loop {
                 self.detach(item, fromRealMode: mode)
             }
         }
+        item.didLeaveEveryMode()
     }
 
     /// Queues fresh entries for `timer`'s current fire date in each of its modes. Any thread.

@@ -218,6 +218,9 @@ public final class Loop: @unchecked Sendable {
                 endActions.append(action)
             }
             self.detach(item, fromRealMode: mode)
+            if item.modes.isEmpty && !item.isValid {
+                item.didLeaveEveryMode()  // invalidated, and its removal was queued: the queue is dropped above
+            }
         }
         self.modeItemsByMode = [:]
         self.modeItemsByIndex = []
@@ -351,8 +354,13 @@ public final class Loop: @unchecked Sendable {
     }
 
     /// Queues `body` for the loop's next pass, waking it. Any thread.
-    func post(_ body: @escaping @Sendable (Loop) -> Void) {
-        self.wake(if: self.state.withLock { $0.post(body) })
+    ///
+    /// - Returns: `false` if the loop has ended: `body` will never run.
+    @discardableResult
+    func post(_ body: @escaping @Sendable (Loop) -> Void) -> Bool {
+        guard let action = self.state.withLock({ $0.post(body) }) else { return false }
+        self.wake(if: action)
+        return true
     }
 
     /// Applies the item changes that other threads queued. Loop thread.

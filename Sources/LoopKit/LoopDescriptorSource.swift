@@ -93,8 +93,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
     /// Stops watching for good and removes the source from every mode. Any thread; doing it twice does nothing.
     ///
-    /// After `invalidate()` returns, the handler is not called again, and the source has let go of it (and of what it
-    /// captured) on any thread. From another thread, a handler call already under way may finish.
+    /// Before `invalidate()` returns, on any thread, the source lets go of its handler (and of what it captured), and
+    /// the loop calls it no more, but for a call the loop had already begun on its thread when another thread
+    /// invalidated the source.
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
         _ = self.shared.takeCallbacks()  // let go of here, after the lock

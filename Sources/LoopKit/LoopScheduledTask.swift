@@ -64,7 +64,6 @@ public final class LoopScheduledTask: @unchecked Sendable {
         }
     }
 
-    /// Runs the closure for one fire, unless cancelled; then finishes the task if that was its last run.
     /// The task's timer let go of its callback: it was invalidated, fired for the last time, or freed by a loop that
     /// ended. A task that can still run is cancelled. Any thread.
     private func timerDidLetGo() {
@@ -90,6 +89,7 @@ public final class LoopScheduledTask: @unchecked Sendable {
         }
     }
 
+    /// Runs the closure for one fire, unless cancelled; then finishes the task if that was its last run.
     private func runOnce() {
         let body = self.state.withLock { state -> (@Sendable (LoopScheduledTask) -> Void)? in
             guard !state.isCancelled, let body = state.body else { return nil }
@@ -98,14 +98,15 @@ public final class LoopScheduledTask: @unchecked Sendable {
         }
         guard let body else { return }
         body(self)
-        let completions = self.state.withLock { state -> [@Sendable () -> Void] in
+        let (completions, spent) = self.state.withLock {
+            state -> ([@Sendable () -> Void], (@Sendable (LoopScheduledTask) -> Void)?) in
             state.isRunning = false
-            if !self.repeats {
-                state.body = nil  // ran once: nothing keeps its captures alive
-            }
             defer { state.completions = [] }
-            return state.completions
+            guard !self.repeats else { return (state.completions, nil) }
+            defer { state.body = nil }  // ran once: nothing keeps its captures alive
+            return (state.completions, state.body)
         }
+        withExtendedLifetime((body, spent)) {}  // let go of here, outside the lock: its captures may run deinits
         for completion in completions {
             completion()
         }

@@ -18,8 +18,9 @@ public final class LoopSource: @unchecked Sendable {
 
     private let signalled = Atomic<Bool>(false)
     private let valid = Atomic<Bool>(true)
-    /// The loop the item belongs to (`LoopItem.withTie`), and the callbacks: `invalidate()` lets go of `perform` and
-    /// `onSchedule` at once, and the loop of `onUnschedule` once it has called it for the source's last mode.
+    /// The loop the item belongs to (`LoopItem.withTie`), and the callbacks: `invalidate()` lets go of `perform` at
+    /// once, and the loop of the other two once the source has left every mode (`onSchedule` too, so that a source
+    /// that joins a mode as another thread invalidates it gets both calls, paired).
     private let shared: LoopLock<TiedCallbacks<Callbacks>>
 
     private struct Callbacks {
@@ -78,25 +79,24 @@ public final class LoopSource: @unchecked Sendable {
 
     /// Removes the source from every mode of its loop for good. Any thread; doing it twice does nothing.
     ///
-    /// `perform` and `onSchedule` (and what they capture) are let go of before this returns; `onUnschedule` once the
-    /// loop has called it for each mode the source leaves (at once on the loop's thread, at its next pass from
-    /// another), or at once if the source belongs to no loop.
+    /// `perform` (and what it captures) is let go of before this returns; `onSchedule` and `onUnschedule` once the
+    /// loop has called `onUnschedule` for each mode the source leaves (at once on the loop's thread, at its next pass
+    /// from another), or at once if the source belongs to no loop or its loop has ended.
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        guard let loop = self.boundLoop else {
-            _ = self.shared.takeCallbacks()  // let go of here, after the lock
-            return
-        }
         let released = self.shared.withLock { shared in
-            defer {
-                shared.callbacks?.perform = nil
-                shared.callbacks?.schedule = nil
-            }
-            return (shared.callbacks?.perform, shared.callbacks?.schedule)
+            defer { shared.callbacks?.perform = nil }
+            return shared.callbacks?.perform
         }
         withExtendedLifetime(released) {}  // let go of here, after the lock
+        guard let loop = self.boundLoop else {
+            _ = self.shared.takeCallbacks()  // no loop will call `onUnschedule`
+            return
+        }
         loop.forgetSignal(of: self)
-        loop.detachEverywhere(self)
+        if !loop.detachEverywhere(self) {
+            _ = self.shared.takeCallbacks()  // its loop has ended, and took it out of its modes as it did
+        }
     }
 
     // MARK: Used by the loop (loop thread)
@@ -128,9 +128,10 @@ extension LoopSource: LoopItem {
         if self.modes.isEmpty && self.isSignalled {
             loop.dropSpentCandidates()  // in no mode now: parked, held by no list, in its place for a later add
         }
-        // The last mode of an invalidated source: nothing will call `onUnschedule` again.
-        let isLast = self.modes.isEmpty && !self.isValid
-        let callbacks = isLast ? self.shared.takeCallbacks() : self.shared.callbacks()
-        callbacks?.cancel?(self, items.mode)
+        self.shared.withLock { $0.callbacks?.cancel }?(self, items.mode)
+    }
+
+    func didLeaveEveryMode() {
+        _ = self.shared.takeCallbacks()  // let go of here, after the lock
     }
 }

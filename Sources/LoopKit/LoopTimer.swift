@@ -286,11 +286,11 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     /// Whether the timer fires now for its entry at `deadline`, and if so for which slot, with the version of its fire
-    /// date and the callback (for `fire(_:clock:)`). As CF checks a timer's date again before its callout, a date another
-    /// thread moved since the entry was queued decides, not the entry: a moved date still due at `now` fires now, for
-    /// its own slot; one in the future waits for the move's re-arm, on its way to the loop (firing the entry would run
-    /// a callback the user moved away, then overwrite the new date with the old grid's next slot). `nil` for a timer
-    /// invalidated since, or moved to the future. One lock round trip. Loop thread.
+    /// date and the callback (for `fire(_:clock:)`). As CF checks a timer's date again before its callout, a date
+    /// another thread moved since the entry was queued decides, not the entry: a moved date still due at `now` fires
+    /// now, for its own slot; one in the future waits for the move's re-arm, on its way to the loop (firing the entry
+    /// would run a callback the user moved away, then overwrite the new date with the old grid's next slot). `nil` for
+    /// a timer invalidated since, or moved to the future. One lock round trip. Loop thread.
     func beginFire(deadline: UInt64, now: UInt64) -> Firing? {
         self.withSchedule { schedule in
             guard schedule.isValid, let callback = schedule.callback, let date = schedule.fireDate,

@@ -116,6 +116,74 @@ extension ReleaseTests {
         #expect(unschedulePayload.payload == nil)
     }
 
+    /// However a source leaves its last mode before or as it is invalidated, it ends up holding none of its callbacks.
+    @Test func aSourceRemovedBeforeItIsInvalidatedLetsGoOfItsScheduleCallbacks() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        let (source, captured) = Self.sourceWithEveryCallback()
+        loop.add(source, forMode: .default)
+        loop.remove(source, forMode: .default)
+        #expect(captured.payload != nil)  // still valid: it may join a mode again
+        source.invalidate()
+        #expect(captured.payload == nil)
+    }
+
+    @Test func aSourceInvalidatedBeforeAnotherThreadsAddArrivedLetsGoOfItsCallbacksAtThatPass() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        let (source, captured) = Self.sourceWithEveryCallback()
+        onAnotherThread {
+            loop.add(source, forMode: .default)
+            source.invalidate()
+        }
+        loop.runOnePass()
+        #expect(captured.payload == nil)
+    }
+
+    @Test func aSourceInvalidatedAfterItsLoopEndedLetsGoOfItsCallbacksAtOnce() throws {
+        let thread = try LoopThread(name: "ended-before-invalidate")
+        let (source, captured) = Self.sourceWithEveryCallback()
+        thread.loop.add(source, forMode: .default)
+        thread.shutdownAndJoin()
+        source.invalidate()
+        #expect(captured.payload == nil)
+    }
+
+    /// A signalled source with all three callbacks, which alone capture the payload.
+    static func sourceWithEveryCallback() -> (LoopSource, WeakPayload) {
+        let payload = Payload()
+        let source = LoopSource(onSchedule: { _, _ in _ = payload }, onUnschedule: { _, _ in _ = payload }) { _ in
+            _ = payload
+        }
+        return (source, WeakPayload(payload))
+    }
+
+    /// Non-`Sendable` captures of an item made through the isolated view are let go of on the loop's thread, at its
+    /// next pass, when another thread invalidates the item: their deinit never runs elsewhere.
+    @Test func anIsolatedItemInvalidatedFromAnotherThreadLetsGoOfItsCapturesOnTheLoopsThread() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        let released = Recorder<Bool>()
+        let timer = Self.isolatedTimer(on: loop) { released.append(loop.isCurrent) }
+        loop.add(timer, forMode: .default)
+        onAnotherThread { timer.invalidate() }
+        #expect(released.elements.isEmpty)
+        loop.runOnePass()
+        #expect(released.elements == [true])
+    }
+
+    /// A timer made through `loop`'s isolated view whose callback alone captures a non-`Sendable` value that calls
+    /// `deinitialized` from its deinit.
+    static func isolatedTimer(on loop: Loop, deinitialized: @escaping () -> Void) -> LoopTimer {
+        final class Tracked {
+            let deinitialized: () -> Void
+            init(_ deinitialized: @escaping () -> Void) { self.deinitialized = deinitialized }
+            deinit { self.deinitialized() }
+        }
+        let tracked = Tracked(deinitialized)
+        return LoopTimer(interval: .seconds(60), on: loop.assumeIsolated()) { _ in _ = tracked }
+    }
+
     /// The loop's reference keeps a running callback's captures alive when another thread invalidates its timer.
     @Test func aCallbackRunningWhileAnotherThreadInvalidatesItsTimerFinishesWithItsCaptures() throws {
         let thread = try LoopThread(name: "invalidated-mid-call")

@@ -16,9 +16,14 @@ protocol LoopItem: AnyObject {
     func attach(to items: ModeItems, loop: Loop)
     /// Takes the item out of `items`, whose mode the item has just left.
     func detach(from items: ModeItems, loop: Loop)
+    /// The loop has taken the invalidated item out of every mode, and will not call it again. Loop thread.
+    func didLeaveEveryMode()
 }
 
 extension LoopItem {
+    /// Nothing to do for most items: they let go of their callbacks in `invalidate()` itself.
+    func didLeaveEveryMode() {}
+
     /// The loop the item belongs to, if it was added to one that still exists. Any thread.
     var boundLoop: Loop? {
         self.withTie { $0.loop }

@@ -92,9 +92,9 @@ struct LoopStateMachine {
         self.signalledSources.removeAll { $0 === source }
     }
 
-    /// Queues an item change for the loop's thread; dropped once the loop has ended (its items are gone).
-    mutating func post(_ message: @escaping @Sendable (Loop) -> Void) -> WakeAction {
-        guard self.lifecycle != .ended else { return .none }
+    /// Queues an item change for the loop's thread; refused (`nil`) once the loop has ended (its items are gone).
+    mutating func post(_ message: @escaping @Sendable (Loop) -> Void) -> WakeAction? {
+        guard self.lifecycle != .ended else { return nil }
         self.controlMessages.append(message)
         return self.arrival()
     }
