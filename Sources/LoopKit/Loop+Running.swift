@@ -82,7 +82,8 @@ extension Loop {
         self.consumeWakeUp()  // one a signal brought, left unread by the pass it woke (below)
         didWork = self.performBlocks(in: mode) || didWork  // again, whether or not a source ran (DESIGN §2, step 3)
 
-        var ready: [(LoopDescriptorSource, DescriptorEvents)] = []
+        var ready = self.readySourcesScratch
+        self.readySourcesScratch = []  // so that `ready` is the buffer's only owner, and appends do not copy it
         var slept = false
         // Which wait or look filled `ready`: a run nested in an observer or timer callback below may poll again.
         let pollGeneration: UInt64
@@ -110,7 +111,10 @@ extension Loop {
                 ready, polledAt: pollGeneration, in: items, returnAfterSourceHandled: returnAfterSourceHandled)
                 || sourceHandled
         }
-        ready.removeAll()  // keeps no source alive past the pass
+        ready.removeAll(keepingCapacity: true)  // keeps no source alive past the pass
+        if ready.capacity > self.readySourcesScratch.capacity {  // a nested run may have left one of its own
+            self.readySourcesScratch = ready
+        }
         didWork = self.performBlocks(in: mode) || didWork || sourceHandled
         // Whether a signal's source waits for the next pass (step 3).
         let hasPendingSignal = self.state.pending.contains(.signalledSources)

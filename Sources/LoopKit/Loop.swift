@@ -67,6 +67,9 @@ public final class Loop: @unchecked Sendable {
     weak var tracer: LoopTracer?
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
     @exclusivity(unchecked) var dueTimersScratch: [TimerEntry] = []
+    /// The buffer a pass collects its ready descriptor sources in, kept empty between passes so that a callout
+    /// allocates nothing (a run nested in a callout takes none, and makes its own).
+    @exclusivity(unchecked) var readySourcesScratch: [(LoopDescriptorSource, DescriptorEvents)] = []
     /// Counts waits and looks, so that a pass can tell that a run nested in a callback waited since it did.
     @exclusivity(unchecked) var waitGeneration: UInt64 = 0
     /// Counts timer fires, so that a pass can tell whether it fired any.

@@ -32,7 +32,12 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// Whether the source is in its loop's list of sources whose events changed (`PollWaiter.noteNewEvents(of:)`).
     let isListedWithNewEvents = Atomic<Bool>(false)
     /// The loop the item belongs to (`LoopItem.withTie`), and the handler, let go of at `invalidate()`.
-    private let shared: LoopLock<TiedCallbacks<(LoopDescriptorSource, DescriptorEvents) -> Void>>
+    private let shared: LoopLock<TiedCallbacks<Handler>>
+
+    /// The handler, in a struct: see `TiedCallbacks`.
+    private struct Handler {
+        let call: (LoopDescriptorSource, DescriptorEvents) -> Void
+    }
     /// Called when the loop ends with the source in one of its modes (a `LoopSignalSource` then gives its signal
     /// back): on the loop's thread, or on the thread that frees a loop of one's own (`Loop.deinit`). Set before the
     /// source is first added, never after.
@@ -62,7 +67,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         self.descriptor = descriptor
         self.order = order
         self.watched = Atomic(events.rawValue)
-        self.shared = LoopLock(TiedCallbacks(callbacks: handler))
+        self.shared = LoopLock(TiedCallbacks(callbacks: Handler(call: handler)))
     }
 
     private static func checkWatchable(_ events: DescriptorEvents, call: StaticString) {
@@ -105,7 +110,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     // MARK: Used by the loop (loop thread)
 
     func handle(_ events: DescriptorEvents) {
-        self.shared.callbacks()?(self, events)
+        self.shared.callbacks()?.call(self, events)
     }
 }
 

@@ -29,7 +29,13 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// Set on resume: the next frame counts no skipped frames (paused frames were not missed, just not wanted).
     private let resumed = Atomic<Bool>(false)
     /// `nil` once invalidated: `invalidate()` lets go of it on whatever thread calls it.
-    private let callback: LoopLock<((LoopDisplayLink, DisplayFrame) -> Void)?>
+    private let callback: LoopLock<Callback?>
+
+    /// The callback, in a struct: a function stored in a generic (the lock) would be read back through a thunk whose
+    /// context is allocated at every frame.
+    private struct Callback {
+        let call: (LoopDisplayLink, DisplayFrame) -> Void
+    }
     private let monitors = LoopLock<[HitchMonitor]>([])
     /// Whether `monitors` has any, so that a frame takes the lock only then.
     private let hasMonitors = Atomic<Bool>(false)
@@ -81,7 +87,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.display = display
         self.refreshesPerFrame = refreshesPerFrame
         self.rate = Double(display.maximumRate) / Double(refreshesPerFrame)
-        self.callback = LoopLock(callback)
+        self.callback = LoopLock(Callback(call: callback))
         let grid = TimerGrid { [display] slot, now in
             display.nextFrame(after: max(slot ?? now, now), refreshesPerFrame: refreshesPerFrame).instant
         }
@@ -171,6 +177,6 @@ public final class LoopDisplayLink: @unchecked Sendable {
                 self.monitors.withLock { $0.removeAll { monitor in stopped.contains { $0 === monitor } } }
             }
         }
-        self.callback.withLock { $0 }?(self, frame)
+        self.callback.withLock { $0 }?.call(self, frame)
     }
 }

@@ -19,7 +19,12 @@ public final class LoopObserver: @unchecked Sendable {
 
     private let valid = Atomic<Bool>(true)
     /// The loop the item belongs to (`LoopItem.withTie`), and the callback, let go of at `invalidate()`.
-    private let shared: LoopLock<TiedCallbacks<(LoopObserver, LoopActivity) -> Void>>
+    private let shared: LoopLock<TiedCallbacks<Callback>>
+
+    /// The callback, in a struct: see `TiedCallbacks`.
+    private struct Callback {
+        let call: (LoopObserver, LoopActivity) -> Void
+    }
 
     // MARK: Loop thread only
     var modes: ModeSet = []
@@ -44,7 +49,7 @@ public final class LoopObserver: @unchecked Sendable {
         self.activities = activities
         self.repeats = repeats
         self.order = order
-        self.shared = LoopLock(TiedCallbacks(callbacks: callback))
+        self.shared = LoopLock(TiedCallbacks(callbacks: Callback(call: callback)))
     }
 
     /// Whether the observer can still be called. Any thread.
@@ -66,7 +71,7 @@ public final class LoopObserver: @unchecked Sendable {
     func notify(_ activity: LoopActivity) {
         guard !self.isCalling, let callback = self.shared.callbacks() else { return }
         self.isCalling = true
-        callback(self, activity)
+        callback.call(self, activity)
         self.isCalling = false
         if !self.repeats {
             self.invalidate()

@@ -5,6 +5,10 @@
 /// itself leaves its modes at the loop's next pass, which the invalidation wakes). CF lets go of a source's,
 /// observer's or timer's context in its invalidate the same way. The loop takes a reference of its own for each call:
 /// a callback that is running when another thread invalidates its item finishes with what it captured.
+///
+/// `Callbacks` is a struct of the item's closures, never a bare function type: a function stored in a generic is kept
+/// in its most general form, and each read converts it back through a thunk whose context is allocated (one `malloc`
+/// per callout on the loop's thread).
 struct TiedCallbacks<Callbacks> {
     var tie = LoopTie()
     /// `nil` once the item is invalidated.

@@ -142,6 +142,12 @@ struct VerdictJudge {
         verdicts.append(Self.atMost("counters: 0 heap allocations per idle pass",
                                     figure("counters/allocations", "LoopKit LoopThread", "per idle pass"),
                                     "allocations", 1, 0, "allowed", unit: Format.number))
+        let callouts = ["per timer fire", "per display-link frame", "per descriptor callout"].map {
+            figure("counters/allocations", "LoopKit LoopThread", $0)
+        }
+        verdicts.append(Self.atMost("counters: 0 heap allocations per callout (timer, frame, descriptor)",
+                                    callouts.contains { $0 == nil } ? nil : callouts.compactMap { $0 }.max(),
+                                    "allocations", 1, 0, "allowed", unit: Format.number))
 
         let echo = EchoScenario.messagesReport
         let messages: (Double) -> String = { Format.number($0) + " msgs/s" }

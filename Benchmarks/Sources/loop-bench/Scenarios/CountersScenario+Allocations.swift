@@ -1,3 +1,4 @@
+import CLoopBench
 import CoreFoundation
 import Foundation
 import LoopKit
@@ -28,6 +29,12 @@ extension CountersScenario {
             loopThread.loop.add(timer, forMode: .default)
             return { timer.invalidate() }
         }
+        let loopFrame = Self.timerFires(count: max(10, fires / 8), identity: loopIdentity) { fired in
+            let link = LoopDisplayLink(preferredRate: 120) { _, _ in fired.hit() }
+            loopThread.loop.add(link, forMode: .default)
+            return { link.invalidate() }
+        }
+        let loopCallout = Self.descriptorCallouts(count: fires, identity: loopIdentity, loop: loopThread.loop)
         far.invalidate()
         loopThread.shutdownAndJoin()
 
@@ -47,6 +54,8 @@ extension CountersScenario {
         report.results = [
             ImplementationResult(implementation: "LoopKit LoopThread", distribution: nil, figures: [
                 Figure(name: "per idle pass", value: loopIdle), Figure(name: "per timer fire", value: loopFire),
+                Figure(name: "per display-link frame", value: loopFrame),
+                Figure(name: "per descriptor callout", value: loopCallout),
             ]),
             ImplementationResult(implementation: "Foundation RunLoop thread", distribution: nil, figures: [
                 Figure(name: "per idle pass", value: foundationIdle),
@@ -61,6 +70,9 @@ extension CountersScenario {
             "Idle pass: \(passes) wake-ups with nothing to do (wakeUp() / CFRunLoopWakeUp, 100–300 µs apart) of a "
                 + "loop whose only item is a timer an hour away; allocations ÷ wake-ups. Timer fire: a 1 ms repeating "
                 + "timer, \(fires) fires; allocations ÷ fires (the pass that fires it included).",
+            "LoopKit only: a 120 Hz LoopDisplayLink, \(max(10, fires / 8)) frames; and a LoopDescriptorSource on a "
+                + "pipe, whose handler reads the byte that woke it, \(fires) times 100–300 µs apart; allocations ÷ "
+                + "frames or callouts (their passes included). Foundation has neither on Linux.",
         ]
         return report
     }
@@ -76,6 +88,28 @@ extension CountersScenario {
         }
         System.sleep(nanoseconds: 2_000_000)
         return Double(identity.allocations - before) / Double(count)
+    }
+
+    /// Writes a byte to a pipe `count` times, 100–300 µs apart, for a descriptor source of `loop` whose handler reads
+    /// it; returns the loop thread's allocations per callout.
+    static func descriptorCallouts(count: Int, identity: ThreadIdentity, loop: Loop) -> Double {
+        var ends: [CInt] = [-1, -1]
+        precondition(cbench_pipe(&ends) == 0, "pipe2 failed")
+        defer { ends.forEach { _ = cbench_close($0) } }
+        let fired = FireCounter(target: count, identity: identity)
+        let source = LoopDescriptorSource(descriptor: ends[0], events: .readable) { [readEnd = ends[0]] _, _ in
+            _ = cbench_read_discard(readEnd)
+            fired.hit()
+        }
+        loop.add(source, forMode: .default)
+        var random = SplitMix64(seed: 13)
+        for _ in 0..<count {
+            _ = cbench_write_byte(ends[1])
+            System.sleep(nanoseconds: UInt64.random(in: WakeupHarness.gapNanoseconds, using: &random))
+        }
+        fired.done.wait()
+        source.invalidate()
+        return fired.allocationsPerFire
     }
 
     /// Runs a repeating timer until it has fired `count` times; returns the thread's allocations per fire.
