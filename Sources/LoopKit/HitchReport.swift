@@ -54,8 +54,7 @@ public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     }
 
     static func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
+        Double(duration.attoseconds) / 1e18  // not `components`: its Int64 seconds trap for a huge duration
     }
 
     public var description: String {

@@ -54,17 +54,13 @@ extension Loop {
     /// Runs the default mode until the loop is stopped or the default mode is finished.
     ///
     /// - Returns: `.stopped` when `stop()` ended it, `.finished` when the default mode ran out of sources, timers and
-    ///   blocks (at once if it had none: this never spins on an empty mode).
+    ///   blocks (at once if it had none: this never spins on an empty mode); `.timedOut` only on a loop whose virtual
+    ///   clock (a `ManualLoopClock`) was moved to `.distantFuture`, where no later deadline is left to wait for.
     /// - Precondition: Called on the loop's thread.
     @available(*, noasync, message: "run blocks its thread: use a LoopThread, or a synchronous main for Loop.main")
     @discardableResult
     public func run() -> RunResult {
-        while true {
-            let result = self.run(mode: .default, before: .distantFuture)
-            if result == .stopped || result == .finished {
-                return result
-            }
-        }
+        self.run(mode: .default, before: .distantFuture)
     }
 
     /// One pass. Returns the run's result, or `nil` to make another pass.

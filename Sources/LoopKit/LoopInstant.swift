@@ -76,12 +76,11 @@ extension Duration {
     }
 
     /// The duration in whole nanoseconds, a fraction rounded toward positive infinity (`roundingUp`) or negative
-    /// infinity; exact for any duration (its components fit in 128 bits of attoseconds).
+    /// infinity; exact for any duration. Read from `attoseconds`, not `components`, whose `Int64` seconds trap beyond
+    /// some 292 billion years (`.seconds(1e19)` is a valid `Duration`).
     func wholeNanoseconds(roundingUp: Bool) -> Int128 {
         if self == .zero { return 0 }  // most timers' tolerance, and a dated one-shot's interval: skip the division
-        let (seconds, attoseconds) = self.components
-        let total = Int128(seconds) * 1_000_000_000_000_000_000 + Int128(attoseconds)
-        let (quotient, remainder) = total.quotientAndRemainder(dividingBy: 1_000_000_000)  // truncates toward zero
+        let (quotient, remainder) = self.attoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)  // toward zero
         if roundingUp && remainder > 0 { return quotient + 1 }
         if !roundingUp && remainder < 0 { return quotient - 1 }
         return quotient

@@ -172,6 +172,20 @@ extension ReleaseTests {
         #expect(released.elements == [true])
     }
 
+    /// An item made on the isolated view holds its loop weakly, as every item does: the loop is freed once let go of.
+    @Test func aLoopWhoseItemsWereMadeOnItsIsolatedViewIsFreed() throws {
+        weak var weakLoop: Loop?
+        do {
+            let loop = try Loop(clock: ManualLoopClock())
+            weakLoop = loop
+            let timer = LoopTimer(interval: .seconds(1), repeats: true, on: loop.assumeIsolated()) { _ in }
+            loop.add(timer, forMode: .default)
+            loop.add(LoopObserver(activities: .allActivities, on: loop.assumeIsolated()) { _, _ in }, forMode: .default)
+            loop.runOnePass()
+        }
+        #expect(weakLoop == nil)
+    }
+
     /// A timer made through `loop`'s isolated view whose callback alone captures a non-`Sendable` value that calls
     /// `deinitialized` from its deinit.
     static func isolatedTimer(on loop: Loop, deinitialized: @escaping () -> Void) -> LoopTimer {

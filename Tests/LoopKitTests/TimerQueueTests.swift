@@ -133,6 +133,38 @@ struct TimerQueueTests {
         #expect(LoopInstant(nanoseconds: 5) + .seconds(Int64.min) == origin)
         #expect(LoopInstant.distantFuture - .seconds(Int64.max) == origin)
         #expect(LoopInstant(nanoseconds: 1 << 62) + .seconds(-4_611_686_019) == origin)  // just past zero: clamps
+        // Beyond Int64 seconds, where Duration.components traps: still saturated.
+        #expect(origin + .seconds(1e19) == .distantFuture)
+        #expect(origin + Duration(attoseconds: .max) == .distantFuture)
+        #expect(LoopInstant.distantFuture + Duration(attoseconds: .min) == origin)
+        #expect(Duration(attoseconds: .max).nonNegativeNanoseconds == UInt64(Int64.max))
+    }
+
+    /// `run()` waits for `.distantFuture`, which a virtual clock can reach: it returns then, instead of spinning.
+    @Test func runOnAVirtualClockAtTheEndOfTimeReturnsTimedOut() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let fired = Recorder<Int>()
+        let timer = LoopTimer(interval: .seconds(1), repeats: true) { _ in fired.append(1) }
+        loop.add(timer, forMode: .default)
+        clock.advance(to: .distantFuture)
+        #expect(loop.run() == .timedOut)
+        #expect(fired.elements == [1])
+        timer.invalidate()
+    }
+
+    @Test func aTimerWithAnIntervalBeyondInt64SecondsNeverFiresAndDoesNotTrap() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let fired = Recorder<Int>()
+        let timer = LoopTimer(interval: .seconds(1e19), repeats: true, tolerance: .seconds(1e19)) { _ in fired.append(1) }
+        loop.add(timer, forMode: .default)
+        loop.schedule(after: Duration(attoseconds: .max)) { fired.append(2) }
+        #expect(loop.run(mode: .default, before: clock.now + .seconds(1)) == .timedOut)
+        #expect(fired.elements.isEmpty)
+        timer.invalidate()
     }
 
     @Test func aFractionOfANanosecondRoundsTheInstantUp() {

@@ -3,27 +3,42 @@
 ///
 /// An item lets go of its callbacks wherever `invalidate()` is called, or wherever its last reference is dropped; for
 /// this callback, that release is handed to the loop, which lets go of it at its next pass (the hand-over wakes it),
-/// so that a capture's deinit never runs on another thread. Once the loop has ended, nothing runs on its thread any
-/// more, and the callback is let go of where it is.
-// @unchecked Sendable: `bound` touches its value on its loop's thread only (each access checks), and this type never
-// touches it elsewhere: its deinit only moves it to the loop.
+/// so that a capture's deinit never runs on another thread. Once the loop has ended, or is gone, nothing runs on its
+/// thread any more, and the callback is let go of where it is. The loop is held weakly: a loop holds its items, and an
+/// item made on the isolated view must not keep its loop alive (as `LoopBound` would).
+// @unchecked Sendable: `callback` is touched on its loop's thread only (each access checks), and never elsewhere: the
+// deinit only moves it to the loop.
 final class LoopConfinedCallback<Callback>: @unchecked Sendable {
-    private let bound: LoopBound<Callback>
+    private weak var loop: Loop?
+    private let callback: Callback
+    /// What a call from another thread names in its trap.
+    private let accessor: StaticString
 
-    /// Binds `callback` to `loop`; `accessor` names the call in the message of a call from another thread.
+    /// Binds `callback` to `loop`. On `loop`'s thread (where alone its isolated view exists).
     init(_ callback: Callback, loop: Loop, accessor: StaticString) {
-        self.bound = LoopBound(callback, loop: loop, accessor: accessor)
+        self.loop = loop
+        self.callback = callback
+        self.accessor = accessor
     }
 
     /// The callback. Loop thread only (a trap naming the accessor otherwise).
     var value: Callback {
-        self.bound.value
+        loopPrecondition(self.loop?.isCurrent == true, "\(self.accessor) must be called on the loop's own thread")
+        return self.callback
     }
 
     deinit {
-        let loop = self.bound.loop
-        guard !loop.isCurrent else { return }
-        let bound = self.bound
-        loop.post { _ in withExtendedLifetime(bound) {} }
+        guard let loop = self.loop, !loop.isCurrent else { return }
+        let callback = UncheckedBox(self.callback)
+        loop.post { _ in withExtendedLifetime(callback) {} }
+    }
+
+    /// Carries the callback to the loop's thread, where alone it is let go of.
+    private struct UncheckedBox: @unchecked Sendable {
+        let value: Callback
+
+        init(_ value: Callback) {
+            self.value = value
+        }
     }
 }
