@@ -55,7 +55,9 @@ public final class HitchMonitor: Sendable {
         }
     }
 
-    /// Checks the frames of `link` for hitches. Any thread.
+    /// Checks the frames of `link` for hitches. Any thread. The link holds the monitor weakly: keep a reference.
+    ///
+    /// - Precondition: `link` ticks on the monitor's loop (checked at its first frame).
     public func attach(to link: LoopDisplayLink) {
         link.addMonitor(self)
     }
@@ -79,10 +81,15 @@ public final class HitchMonitor: Sendable {
         }
     }
 
-    /// Stops watching: removes the observers, and the display links it is attached to let go of it at their next
-    /// frame. Any thread.
+    /// Stops watching: removes the observers, lets go of the hang handlers, and the display links it is attached to
+    /// let go of it at their next frame. Any thread.
     public func invalidate() {
-        self.state.withLock { $0.isWatching = false }
+        let handlers = self.state.withLock { state in
+            state.isWatching = false
+            defer { state.hangHandlers = [] }
+            return state.hangHandlers
+        }
+        withExtendedLifetime(handlers) {}  // let go of here, after the lock: a capture's deinit is user code
         for observer in self.observers {
             observer.invalidate()
         }
@@ -143,6 +150,8 @@ public final class HitchMonitor: Sendable {
     ///
     /// - Returns: Whether the monitor still watches; the link lets go of one that does not.
     func frameWillRun(_ frame: DisplayFrame) -> Bool {
+        loopPrecondition(self.loop.isCurrent,
+                         "HitchMonitor.attach(to:): the display link ticks on another loop than the monitor's")
         let isWatchedMode = self.loop.currentMode.map { mode in
             self.observers.first.map { $0.modes.contains(mode) } ?? false
         } ?? false
@@ -162,7 +171,8 @@ public final class HitchMonitor: Sendable {
     }
 }
 
-/// Lets the monitor's observers reach it without keeping it alive.
-private final class WeakMonitor: @unchecked Sendable {  // @unchecked: set once in the monitor's init, then read only
+/// Lets the monitor's observers, and the links it is attached to, reach it without keeping it alive.
+// @unchecked Sendable: set once, before it is shared, then only read (a weak reference's loads are atomic).
+final class WeakMonitor: @unchecked Sendable {
     weak var monitor: HitchMonitor?
 }

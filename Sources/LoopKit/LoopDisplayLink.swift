@@ -36,7 +36,9 @@ public final class LoopDisplayLink: @unchecked Sendable {
     private struct Callback {
         let call: (LoopDisplayLink, DisplayFrame) -> Void
     }
-    private let monitors = LoopLock<[HitchMonitor]>([])
+    /// Held weakly: a link in a mode is held by its loop, and a monitor holds its loop, so a strong reference would
+    /// keep an invalidated monitor, and a loop of the user's own, alive.
+    private let monitors = LoopLock<[WeakMonitor]>([])
     /// Whether `monitors` has any, so that a frame takes the lock only then.
     private let hasMonitors = Atomic<Bool>(false)
 
@@ -153,7 +155,9 @@ public final class LoopDisplayLink: @unchecked Sendable {
 
     /// Tells `monitor` about every frame (used by `HitchMonitor.attach(to:)`). Any thread.
     func addMonitor(_ monitor: HitchMonitor) {
-        self.monitors.withLock { $0.append(monitor) }
+        let entry = WeakMonitor()
+        entry.monitor = monitor
+        self.monitors.withLock { $0.append(entry) }
         self.hasMonitors.store(true, ordering: .releasing)
     }
 
@@ -172,9 +176,9 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.previousIndex = index
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
         if self.hasMonitors.load(ordering: .acquiring) {
-            let stopped = self.monitors.withLock { $0 }.filter { !$0.frameWillRun(frame) }
-            if !stopped.isEmpty {  // invalidated monitors: let go of them
-                self.monitors.withLock { $0.removeAll { monitor in stopped.contains { $0 === monitor } } }
+            let stopped = self.monitors.withLock { $0 }.filter { $0.monitor?.frameWillRun(frame) != true }
+            if !stopped.isEmpty {  // invalidated or freed monitors: let go of them
+                self.monitors.withLock { $0.removeAll { entry in stopped.contains { $0 === entry } } }
             }
         }
         self.callback.withLock { $0 }?.call(self, frame)

@@ -434,6 +434,32 @@ struct DisplayLinkRealClockTests {
     }
 
     /// After `invalidate()` a monitor counts nothing more, and the link lets go of it.
+    /// A link in a mode is held by its loop, and a monitor holds its loop: the link must not hold the monitor, or an
+    /// invalidated monitor (and a loop of the user's own) would live on while the link never ticks again.
+    @Test func anInvalidatedMonitorOfAPausedLinkIsFreedWithItsHandlersAndItsLoop() throws {
+        weak var weakLoop: Loop?
+        weak var weakMonitor: HitchMonitor?
+        final class Captured: Sendable {}
+        weak var weakCaptured: Captured?
+        do {
+            let loop = try Loop(clock: ManualLoopClock())
+            weakLoop = loop
+            let link = LoopDisplayLink { _, _ in }
+            loop.add(link, forMode: .default)
+            link.isPaused = true
+            let monitor = HitchMonitor(loop: loop)
+            weakMonitor = monitor
+            monitor.attach(to: link)
+            let captured = Captured()
+            weakCaptured = captured
+            monitor.onHang { _ in _ = captured }
+            monitor.invalidate()
+        }
+        #expect(weakCaptured == nil)
+        #expect(weakMonitor == nil)
+        #expect(weakLoop == nil)
+    }
+
     @Test func anInvalidatedMonitorCountsNothingAndItsLinkLetsGoOfIt() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)

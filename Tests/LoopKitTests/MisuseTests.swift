@@ -54,6 +54,7 @@ struct MisuseTests {
         case displayLinkNegativeRate
         case displayLinkEmptyRange
         case hitchMonitorZeroThreshold
+        case hitchMonitorOnAnotherLoopsLink
         case manualClockGoingBack
 
         var testDescription: String { self.rawValue }
@@ -100,6 +101,8 @@ struct MisuseTests {
             case .displayLinkNegativeRate: "LoopDisplayLink(display:preferredRate:): the rate must be finite"
             case .displayLinkEmptyRange: "LoopDisplayLink(display:minimum:maximum:preferred:): need 0 < minimum"
             case .hitchMonitorZeroThreshold: "HitchMonitor(loop:modes:hangThreshold:): the threshold must be positive"
+            case .hitchMonitorOnAnotherLoopsLink:
+                "HitchMonitor.attach(to:): the display link ticks on another loop than the monitor's"
             case .manualClockGoingBack: "ManualLoopClock.advance(by:): the clock cannot go backwards"
             }
         }
@@ -182,6 +185,13 @@ struct MisuseTests {
             case .displayLinkNegativeRate: _ = LoopDisplayLink(preferredRate: -1) { _, _ in }
             case .displayLinkEmptyRange: _ = LoopDisplayLink(minimum: 60, maximum: 30, preferred: 60) { _, _ in }
             case .hitchMonitorZeroThreshold: _ = HitchMonitor(loop: loop, hangThreshold: .zero)
+            case .hitchMonitorOnAnotherLoopsLink:
+                let render = try LoopThread(name: "render")
+                let monitor = HitchMonitor(loop: loop)
+                let link = LoopDisplayLink(preferredRate: 120) { _, _ in }
+                monitor.attach(to: link)
+                render.loop.add(link, forMode: .default)
+                usleep(5_000_000)  // the render thread traps at the link's first frame
             case .manualClockGoingBack: ManualLoopClock().advance(by: .milliseconds(-1))
             }
         }
