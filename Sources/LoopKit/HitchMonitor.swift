@@ -31,6 +31,7 @@ public final class HitchMonitor: Sendable {
     ///   - loop: The loop to watch.
     ///   - modes: Where to watch; `.common` (the default) covers default and tracking.
     ///   - hangThreshold: The busy stretch that counts as a hang; 250 ms by default.
+    /// - Precondition: `hangThreshold` is greater than zero.
     public init(loop: Loop, modes: [LoopMode] = [.common], hangThreshold: Duration = .milliseconds(250)) {
         loopPrecondition(hangThreshold > .zero, "HitchMonitor(loop:modes:hangThreshold:): the threshold must be positive")
         self.loop = loop

@@ -141,7 +141,10 @@ public final class Loop: @unchecked Sendable {
 
     /// The calling thread's loop, created the first time the thread asks and released when the thread exits.
     ///
-    /// On the main thread this is `Loop.main`.
+    /// On the main thread this is `Loop.main`. Blocks queued to it that it has not run when its thread exits end with
+    /// it, as CF's do with a thread's run loop, and so does a task scheduled on it (cancelled): a thread that others
+    /// hand work to should run its loop until it is stopped, or be a `LoopThread`, whose end runs what was queued.
+    /// After `invalidate()`, the thread's `current` stays that ended loop, which takes no more work.
     ///
     /// - Precondition: The loop can be created (two descriptors); `LoopThread` and `Loop(clock:)` throw instead.
     @available(*, noasync, message: "a task may resume on another thread; use a LoopThread or Loop.main")

@@ -51,6 +51,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
     ///   - display: The display whose grid to follow.
     ///   - preferredRate: The rate wanted; the link gets the largest rate `display.maximumRate / k` not above it.
     ///   - callback: Runs on the loop's thread at each frame.
+    /// - Precondition: `preferredRate` is finite and not negative.
     public convenience init(
         display: LoopDisplay = .default,
         preferredRate: Double = 0,

@@ -120,18 +120,21 @@ extension Loop {
     ///
     /// - Returns: A handle whose `cancel(_:)` stops the task and releases the closure at once; already cancelled when
     ///   the loop has ended (the task never runs).
+    /// - Precondition: `modes` is not empty.
     @discardableResult
     public func schedule(
         after delay: Duration,
         inModes modes: [LoopMode] = [.common],
         _ task: @escaping @Sendable () -> Void
     ) -> LoopScheduledTask {
-        self.schedule(at: self.now + max(delay, .zero), inModes: modes, task)
+        loopPrecondition(!modes.isEmpty, "Loop.schedule(after:inModes:_:): the list of modes is empty")
+        return self.schedule(at: self.now + max(delay, .zero), inModes: modes, task)
     }
 
     /// Runs `task` once on the loop's thread at `instant` (at the next pass if it has passed). Any thread.
     ///
     /// - Returns: A handle, already cancelled when the loop has ended (the task never runs).
+    /// - Precondition: `modes` is not empty.
     @discardableResult
     public func schedule(
         at instant: LoopInstant,

@@ -134,6 +134,8 @@ public final class LoopSignalSource: @unchecked Sendable {
 
     /// Sends `signal` to this process (`kill(getpid(), signal)`: any thread that does not block it takes it).
     /// Any thread.
+    ///
+    /// - Precondition: `signal` is a signal number (`kill` fails with `EINVAL` otherwise).
     public static func sendToThisProcess(_ signal: CInt) {
         ProcessSignals.raiseInProcess(signal)
     }

@@ -39,6 +39,7 @@ struct MisuseTests {
         case signalSourceWithNoModes
         case actorOnAnEndedLoop
         case scheduleWithNoModes
+        case scheduleAfterWithNoModes
         case repeatingScheduleWithZeroInterval
         case repeatingScheduleWithNoModes
         case nextTimerDateOfCommon
@@ -86,6 +87,7 @@ struct MisuseTests {
             case .signalSourceWithNoModes: "LoopSignalSource(signal:loop:modes:_:): the list of modes is empty"
             case .actorOnAnEndedLoop: "Loop.executor: a job of an actor or task whose executor is this loop"
             case .scheduleWithNoModes: "Loop.schedule(at:inModes:_:): the list of modes is empty"
+            case .scheduleAfterWithNoModes: "Loop.schedule(after:inModes:_:): the list of modes is empty"
             case .repeatingScheduleWithZeroInterval: "Loop.scheduleRepeating(initialDelay:every:inModes:_:)"
             case .repeatingScheduleWithNoModes: "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes"
             case .nextTimerDateOfCommon: "Loop.nextTimerDate(forMode:): `common` is a pseudo-mode"
@@ -147,6 +149,7 @@ struct MisuseTests {
             case .addingCommonToItself: loop.addCommonMode(.common)
             case .signalSourceWithNoModes: _ = try? LoopSignalSource(signal: SIGUSR2, loop: loop, modes: []) { _ in }
             case .scheduleWithNoModes: _ = loop.schedule(at: loop.now, inModes: []) {}
+            case .scheduleAfterWithNoModes: _ = loop.schedule(after: .seconds(1), inModes: []) {}
             case .repeatingScheduleWithZeroInterval: _ = loop.scheduleRepeating(initialDelay: .zero, every: .zero) { _ in }
             case .repeatingScheduleWithNoModes:
                 _ = loop.scheduleRepeating(initialDelay: .zero, every: .seconds(1), inModes: []) { _ in }
