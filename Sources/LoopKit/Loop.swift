@@ -174,7 +174,7 @@ public final class Loop: @unchecked Sendable {
         assert(activeRuns == 0 && !isWaiting, "LoopKit bug: a loop was freed while one of its runs was active")
         #endif
         // Items may outlive their loop and join another: forget this loop's modes (no user callbacks from a deinit).
-        var endActions: [@Sendable () -> Void] = []
+        var endActions: [@Sendable (Bool) -> Void] = []
         for (item, _) in self.scheduledItems() {
             if let timer = item as? LoopTimer {
                 timer.forgetModes()
@@ -188,7 +188,7 @@ public final class Loop: @unchecked Sendable {
         // LoopKit's own, never user code: a signal source ends with its loop, freed or ended, so that no signal is
         // swallowed by a loop that is gone. One per mode of the source: each ends it only once.
         for action in endActions {
-            action()
+            action(false)
         }
     }
 
@@ -218,7 +218,7 @@ public final class Loop: @unchecked Sendable {
         withExtendedLifetime(dropped) {}  // released here, after the lock: a deinit may call back into the loop
         self.tracer = nil
         self.commonItems = [:]
-        var endActions: [@Sendable () -> Void] = []  // once per mode of the source: each action ends it only once
+        var endActions: [@Sendable (Bool) -> Void] = []  // once per mode of the source: each action ends it only once
         for (item, mode) in self.scheduledItems() {
             if let action = (item as? LoopDescriptorSource)?.whenLoopEnds {
                 endActions.append(action)
@@ -241,7 +241,7 @@ public final class Loop: @unchecked Sendable {
         self.spareRunnableSources = []
         withExtendedLifetime(abandoned) {}
         for action in endActions {
-            action()
+            action(true)
         }
     }
 

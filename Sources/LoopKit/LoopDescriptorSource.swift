@@ -39,9 +39,9 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         let call: (LoopDescriptorSource, DescriptorEvents) -> Void
     }
     /// Called when the loop ends with the source in one of its modes (a `LoopSignalSource` then gives its signal
-    /// back): on the loop's thread, or on the thread that frees a loop of one's own (`Loop.deinit`). Set before the
-    /// source is first added, never after.
-    nonisolated(unsafe) var whenLoopEnds: (@Sendable () -> Void)?
+    /// back): on the loop's thread (`true`: it may still call back), or on the thread that frees a loop of one's own
+    /// (`Loop.deinit`, `false`). Set before the source is first added, never after.
+    nonisolated(unsafe) var whenLoopEnds: (@Sendable (_ isOnLoopThread: Bool) -> Void)?
 
     // MARK: Loop thread only
     var modes: ModeSet = []

@@ -14,7 +14,8 @@ import Synchronization
 /// source alive, so `_ = try LoopSignalSource(...)` keeps working until `invalidate()`. When the last source of a
 /// signal is invalidated, the signal gets back the disposition it had before the first (its default action, or
 /// `SIG_IGN` under nohup, or another handler). `invalidate()` is safe from any thread. A source whose loop ends (its
-/// thread exits, its `LoopThread` finishes) is invalidated with it, so an ended loop never swallows a signal.
+/// thread exits, its `LoopThread` finishes) is invalidated with it, so an ended loop never swallows a signal; a
+/// delivery that came after the loop's last pass is handed to `handler` first, on the loop's thread.
 // @unchecked Sendable: every stored property is immutable or a lock (a weak reference's loads are atomic); `pipe` and
 // `source` are themselves thread-safe.
 public final class LoopSignalSource: @unchecked Sendable {
@@ -67,7 +68,7 @@ public final class LoopSignalSource: @unchecked Sendable {
         self.isInstalled = LoopLock(!isLoopEnded)
         self.live = live
         let watch = HandlerWatch(live)
-        let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+        let deliver: @Sendable () -> Void = {
             guard watch.live.withLock({ $0 }) != nil else { return }
             pipe.drain()
             let count = ProcessSignals.takeCount(signal, slot: slot)
@@ -75,9 +76,16 @@ public final class LoopSignalSource: @unchecked Sendable {
                 handler(count)
             }
         }
+        let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in deliver() }
         // A loop that ends must not swallow the signal for ever: the source ends with it, and the signal gets back
-        // its previous disposition (SIGINT kills again) once no source watches it.
-        source.whenLoopEnds = { live.withLock { $0 }?.invalidate() }
+        // its previous disposition (SIGINT kills again) once no source watches it. On the loop's thread, deliveries
+        // since its last pass are handed over first (a `LoopThread`'s last pass may come before them).
+        source.whenLoopEnds = { isOnLoopThread in
+            if isOnLoopThread {
+                deliver()
+            }
+            live.withLock { $0 }?.invalidate()
+        }
         self.source = source
         live.withLock { $0 = self }
         var isAccepted = false

@@ -305,6 +305,32 @@ struct LifecycleTests {
         #expect(unsafeBitCast(now.__sigaction_handler.sa_handler, to: Int.self) == 1)  // SIG_IGN again
     }
 
+    /// A signal taken after a `LoopThread`'s last pass (here, by a block of its final stretch) still reaches the
+    /// handler, on the loop's thread, before the source ends with the loop.
+    @Test func aSignalTakenAfterTheLastPassOfAnEndingLoopThreadIsDelivered() throws {
+        var ignore = sigaction()
+        ignore.__sigaction_handler.sa_handler = SIG_IGN
+        var saved = sigaction()
+        sigaction(SIGUSR2, &ignore, &saved)
+        defer { sigaction(SIGUSR2, &saved, nil) }
+        let thread = try LoopThread(name: "last-signal")
+        let counts = Recorder<Bool>()
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { _ in counts.append(thread.loop.isCurrent) }
+        thread.perform {
+            thread.shutdown()
+            thread.perform {  // runs after the last pass, in the thread's final stretch
+                var set = sigset_t()
+                sigemptyset(&set)
+                sigaddset(&set, SIGUSR2)
+                pthread_sigmask(SIG_UNBLOCK, &set, nil)
+                pthread_kill(pthread_self(), SIGUSR2)  // taken by this thread before pthread_kill returns
+            }
+        }
+        thread.join()
+        #expect(counts.elements == [true])
+        #expect(!source.isValid)
+    }
+
     @Test func aSignalThatInterruptsTheSleepIsNotAWakeUp() throws {
         final class Shared: @unchecked Sendable {
             var loop: Loop?
