@@ -78,6 +78,9 @@ public final class LoopGroup: Sendable {
     ///
     /// Each loop finishes the blocks queued before its shutdown; `perform` on a loop of the group after that is a
     /// precondition failure.
+    ///
+    /// - Precondition: If the process cannot start the thread that joins the group's threads (it is out of threads),
+    ///   the call comes from a thread outside the group, which then joins them itself.
     public func shutdownGracefully(_ completion: @escaping @Sendable () -> Void = {}) {
         switch self.beginShutdown(completion) {
         case .wait:
@@ -89,7 +92,11 @@ public final class LoopGroup: Sendable {
                 let joiner = try PlatformThread.spawn(name: "LoopGroup-shutdown") { self.finishShutdown() }
                 joiner.detach()
             } catch {
-                self.finishShutdown()  // no thread left to spare: join here (not a group thread, or it would hang)
+                // No thread left to spare: join here, which a thread of the group cannot do (it would wait for itself).
+                loopPrecondition(!self.loops.contains { $0.isCurrent },
+                                 "LoopGroup.shutdownGracefully(_:): no thread could be started to join the group's "
+                                    + "threads (\(error)), and this is one of them: call it from another thread")
+                self.finishShutdown()
             }
         }
     }
