@@ -264,12 +264,23 @@ struct LifecycleTests {
         #expect(Set(ran.elements) == ["tracking", "default"])
     }
 
-    @Test func cancellingASignalSourceRestoresTheDispositionItReplaced() throws {
+    /// Ignores SIGUSR2 (a disposition the tests can tell from the default), returning the one it replaced.
+    static func ignoreSIGUSR2() -> sigaction {
         var ignore = sigaction()
         ignore.__sigaction_handler.sa_handler = SIG_IGN
         var saved = sigaction()
         sigaction(SIGUSR2, &ignore, &saved)
-        defer { sigaction(SIGUSR2, &saved, nil) }
+        return saved
+    }
+
+    static func restoreSIGUSR2(_ saved: sigaction) {
+        var saved = saved
+        sigaction(SIGUSR2, &saved, nil)
+    }
+
+    @Test func cancellingASignalSourceRestoresTheDispositionItReplaced() throws {
+        let saved = Self.ignoreSIGUSR2()
+        defer { Self.restoreSIGUSR2(saved) }
         let loop = try Loop()
         defer { loop.invalidate() }
         let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
@@ -282,11 +293,8 @@ struct LifecycleTests {
     /// The add reaches the loop as a queued change, which the loop drops when its thread ends first: the source must
     /// not stay installed (swallowing the signal) with nothing to read its pipe.
     @Test func aSignalSourceWhoseAddItsEndingLoopDroppedEndsWithIt() throws {
-        var ignore = sigaction()
-        ignore.__sigaction_handler.sa_handler = SIG_IGN
-        var saved = sigaction()
-        sigaction(SIGUSR2, &ignore, &saved)
-        defer { sigaction(SIGUSR2, &saved, nil) }
+        let saved = Self.ignoreSIGUSR2()
+        defer { Self.restoreSIGUSR2(saved) }
         let loops = Recorder<Loop>()
         let (created, added) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
         let owner = startThread {
@@ -308,11 +316,8 @@ struct LifecycleTests {
     /// A signal taken after a `LoopThread`'s last pass (here, by a block of its final stretch) still reaches the
     /// handler, on the loop's thread, before the source ends with the loop.
     @Test func aSignalTakenAfterTheLastPassOfAnEndingLoopThreadIsDelivered() throws {
-        var ignore = sigaction()
-        ignore.__sigaction_handler.sa_handler = SIG_IGN
-        var saved = sigaction()
-        sigaction(SIGUSR2, &ignore, &saved)
-        defer { sigaction(SIGUSR2, &saved, nil) }
+        let saved = Self.ignoreSIGUSR2()
+        defer { Self.restoreSIGUSR2(saved) }
         let thread = try LoopThread(name: "last-signal")
         let counts = Recorder<Bool>()
         let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { _ in counts.append(thread.loop.isCurrent) }
