@@ -199,12 +199,8 @@ extension Loop {
         guard item.isValid, !self.hasEnded else { return false }
         accept()
         self.bind(item, kind: kind ?? Item.kind, call: call)
-        if self.isCurrent {
-            self.attach(item, to: mode)
-            return true
-        }
         // Refused if the loop ended since the check above: the caller learns that the item will never run.
-        return self.post { loop in
+        return self.onLoopThread { loop in
             withExtendedLifetime(owner) {
                 loop.attach(item, to: mode)  // which ignores an item invalidated meanwhile
             }

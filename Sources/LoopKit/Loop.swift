@@ -350,13 +350,16 @@ public final class Loop: @unchecked Sendable {
     ///
     /// Inlined so that on the loop's thread the closure is only called, not allocated: a loop thread adding a million
     /// timers makes no closure context for each.
+    ///
+    /// - Returns: `false` if the loop has ended, and refused `body` (see `post`).
     @inline(__always)
-    func onLoopThread(_ body: @escaping @Sendable (Loop) -> Void) {
+    @discardableResult
+    func onLoopThread(_ body: @escaping @Sendable (Loop) -> Void) -> Bool {
         if self.isCurrent {
             body(self)
-            return
+            return true
         }
-        self.post(body)
+        return self.post(body)
     }
 
     /// Queues `body` for the loop's next pass, waking it. Any thread.
