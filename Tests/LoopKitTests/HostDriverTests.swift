@@ -98,17 +98,20 @@ struct HostDriverTests {
         let driver = try LoopHostDriver(loop: loop)
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)  // keeps the mode alive
         var first: TestPipe? = try TestPipe()
-        let number = first!.readEnd
+        // The number is taken by a duplicate and handed over with dup2(2): waiting for close and pipe(2) to reuse
+        // it races with the other tests' descriptors, which run in parallel in this process.
+        let number = try highDuplicate(of: first!.readEnd, atLeast: 3800)
         let old = LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in }
         loop.add(old, forMode: .default)
         _ = driver.prepare()
         driver.dispatch()
         old.invalidate()
-        first = nil  // both ends closed
+        first = nil  // the pipe's own ends closed: `number` holds the old file's last reference
         let second = try TestPipe()
-        try #require(second.readEnd == number, "the new pipe reuses the number")
+        try #require(dup2(second.readEnd, number) == number)  // closes the old file, and `number` names the new one
+        defer { closeDescriptorForTest(number) }
         let reads = Recorder<String>()
-        loop.add(LoopDescriptorSource(descriptor: second.readEnd, events: .readable) { _, _ in
+        loop.add(LoopDescriptorSource(descriptor: number, events: .readable) { _, _ in
             reads.append(second.readAll())
         }, forMode: .default)
         #expect(driver.prepare() != .zero, "the host may sleep")
