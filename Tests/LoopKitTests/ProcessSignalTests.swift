@@ -1,0 +1,285 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Dispatch
+import Synchronization
+import Testing
+@testable import LoopKit
+
+/// Signal sources and the process's signals. A signal's disposition and its delivery are process-wide, so every test
+/// in the process that installs, ignores or sends a signal is here, in one serialized suite: run beside each other,
+/// one test's `SIG_IGN` or restore would replace another's live handler, and one test's signal would be counted by
+/// another's source. (Exit tests run in their own process and may use signals anywhere.)
+@Suite("Process signals", .serialized, .timeLimit(.minutes(1)))
+struct ProcessSignalTests {
+    @Test func eachProcessSignalIsDeliveredToTheLoopAsASourceAndCounted() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let counts = Recorder<Int>()
+        let source = try LoopSignalSource(signal: SIGUSR1, loop: loop) { count in
+            counts.append(count)
+        }
+        defer { source.invalidate() }
+        let start = loop.now
+        for round in 1...3 {
+            LoopSignalSource.sendToThisProcess(SIGUSR1)
+            while counts.elements.reduce(0, +) < round, loop.now < start + .seconds(30) {
+                loop.run(mode: .default, before: start + .seconds(30), returnAfterSourceHandled: true)
+            }
+        }
+        #expect(counts.elements.reduce(0, +) == 3)
+        #expect(counts.elements.allSatisfy { $0 >= 1 })
+    }
+
+    @Test func aSignalWakesASleepingLoop() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let counts = Recorder<Int>()
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { count in
+            counts.append(count)
+            loop.stop()
+        }
+        defer { source.invalidate() }
+        let raiser = startThread {
+            guard waitUntil({ loop.isWaiting }) else { return }
+            LoopSignalSource.sendToThisProcess(SIGUSR2)
+        }
+        let result = loop.run(mode: .default, before: loop.now + .seconds(30))
+        raiser.join()
+        #expect(result == .stopped)
+        #expect(counts.elements == [1])
+    }
+
+    @Test func severalSourcesOfOneSignalOnTwoLoopsAllSeeIt() throws {
+        let first = try Loop()
+        defer { first.invalidate() }
+        let second = try Loop()
+        defer { second.invalidate() }
+        let seen = Recorder<String>()
+        let sources = try [
+            LoopSignalSource(signal: SIGWINCH, loop: first) { _ in seen.append("first a") },
+            LoopSignalSource(signal: SIGWINCH, loop: first) { _ in seen.append("first b") },
+            LoopSignalSource(signal: SIGWINCH, loop: second) { _ in seen.append("second") },
+        ]
+        defer { for source in sources { source.invalidate() } }
+        LoopSignalSource.sendToThisProcess(SIGWINCH)
+        let start = first.now
+        while seen.count < 3, first.now < start + .seconds(30) {
+            first.run(mode: .default, before: first.now + .milliseconds(10))
+            second.run(mode: .default, before: second.now + .milliseconds(10))
+        }
+        #expect(Set(seen.elements) == ["first a", "first b", "second"])
+    }
+
+    @Test func aSourceWhoseHandleIsDroppedKeepsDeliveringUntilInvalidated() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let seen = Recorder<Int>()
+        weak var weakSource: LoopSignalSource?
+        do {
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { seen.append($0) }
+            weakSource = source  // the test's last reference goes at the end of this scope
+        }
+        #expect(weakSource != nil)  // the loop keeps it
+        LoopSignalSource.sendToThisProcess(SIGUSR2)
+        let start = loop.now
+        while seen.count < 1, loop.now < start + .seconds(30) {
+            loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+        }
+        #expect(seen.elements == [1])
+        weakSource?.invalidate()
+        #expect(weakSource == nil)
+    }
+
+    @Test func anUncatchableSignalIsAThrownError() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        #expect(throws: SystemCallError(call: "sigaction", code: EINVAL)) {
+            _ = try LoopSignalSource(signal: SIGKILL, loop: loop) { _ in }
+        }
+        let source = try LoopSignalSource(signal: SIGWINCH, loop: loop) { _ in }
+        source.invalidate()
+    }
+
+    @Test func aSourceWhoseLoopEndsIsInvalidatedAndGivesItsSignalBack() throws {
+        let thread = try LoopThread(name: "signals")
+        weak var weakSource: LoopSignalSource?
+        do {
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { _ in }
+            weakSource = source
+            #expect(source.isValid)
+        }
+        #expect(weakSource != nil)  // kept alive by its loop while valid
+        thread.shutdownAndJoin()
+        #expect(weakSource == nil)  // ended with its loop: invalidated and freed, not left swallowing SIGUSR2
+        var action = sigaction()
+        sigaction(SIGUSR2, nil, &action)
+        #expect(action.__sigaction_handler.sa_handler == nil)  // SIG_DFL again: no LoopKit handler installed
+    }
+
+    @Test func aSourceMadeForALoopThatHasEndedIsInvalidAndLeavesTheSignalAlone() throws {
+        let thread = try LoopThread(name: "signals-after-end")
+        thread.shutdownAndJoin()
+        weak var weakSource: LoopSignalSource?
+        do {
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { _ in }
+            weakSource = source
+            #expect(!source.isValid)
+        }
+        #expect(weakSource == nil)
+        var action = sigaction()
+        sigaction(SIGUSR2, nil, &action)
+        #expect(action.__sigaction_handler.sa_handler == nil)  // SIG_DFL: no LoopKit handler left behind
+    }
+
+    /// A loop of one's own that is let go of without `invalidate()` ends its signal sources as it goes.
+    @Test func aSourceWhoseLoopIsFreedIsInvalidatedAndGivesItsSignalBack() throws {
+        weak var weakSource: LoopSignalSource?
+        weak var weakLoop: Loop?
+        do {
+            let loop = try Loop()
+            weakLoop = loop
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+            weakSource = source
+        }
+        #expect(weakLoop == nil)
+        #expect(weakSource == nil)
+        var action = sigaction()
+        sigaction(SIGUSR2, nil, &action)
+        #expect(action.__sigaction_handler.sa_handler == nil)
+    }
+
+    /// A process whose threads all block a signal (a child spawned from one of Dispatch's threads inherits such a
+    /// mask) would never see it: creating a source lets the calling thread take it.
+    @Test func creatingASourceUnblocksItsSignalOnTheCallingThread() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let blockedAfter = Atomic<Bool>(true)
+        let thread = startThread {
+            var signals = sigset_t()
+            sigemptyset(&signals)
+            sigaddset(&signals, SIGUSR2)
+            pthread_sigmask(SIG_BLOCK, &signals, nil)
+            let source = try! LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+            var mask = sigset_t()
+            pthread_sigmask(SIG_BLOCK, nil, &mask)
+            blockedAfter.store(sigismember(&mask, SIGUSR2) == 1, ordering: .relaxed)
+            source.invalidate()
+        }
+        thread.join()
+        #expect(blockedAfter.load(ordering: .relaxed) == false)
+    }
+
+    /// Ignores SIGUSR2 (a disposition the tests can tell from the default), returning the one it replaced.
+    static func ignoreSIGUSR2() -> sigaction {
+        var ignore = sigaction()
+        ignore.__sigaction_handler.sa_handler = SIG_IGN
+        var saved = sigaction()
+        sigaction(SIGUSR2, &ignore, &saved)
+        return saved
+    }
+
+    static func restoreSIGUSR2(_ saved: sigaction) {
+        var saved = saved
+        sigaction(SIGUSR2, &saved, nil)
+    }
+
+    @Test func cancellingASignalSourceRestoresTheDispositionItReplaced() throws {
+        let saved = Self.ignoreSIGUSR2()
+        defer { Self.restoreSIGUSR2(saved) }
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+        source.invalidate()
+        var now = sigaction()
+        sigaction(SIGUSR2, nil, &now)
+        #expect(unsafeBitCast(now.__sigaction_handler.sa_handler, to: Int.self) == 1)  // SIG_IGN
+    }
+
+    /// The add reaches the loop as a queued change, which the loop drops when its thread ends first: the source must
+    /// not stay installed (swallowing the signal) with nothing to read its pipe.
+    @Test func aSignalSourceWhoseAddItsEndingLoopDroppedEndsWithIt() throws {
+        let saved = Self.ignoreSIGUSR2()
+        defer { Self.restoreSIGUSR2(saved) }
+        let loops = Recorder<Loop>()
+        let (created, added) = (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0))
+        let owner = startThread {
+            loops.append(Loop.current)  // this thread's loop, which it never runs, and ends as the thread exits
+            created.signal()
+            added.wait()
+        }
+        created.wait()
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: loops.elements[0]) { _ in }
+        #expect(source.isValid)
+        added.signal()
+        owner.join()
+        #expect(!source.isValid)
+        var now = sigaction()
+        sigaction(SIGUSR2, nil, &now)
+        #expect(unsafeBitCast(now.__sigaction_handler.sa_handler, to: Int.self) == 1)  // SIG_IGN again
+    }
+
+    /// A signal taken after a `LoopThread`'s last pass (here, by a block of its final stretch) still reaches the
+    /// handler, on the loop's thread, before the source ends with the loop.
+    @Test func aSignalTakenAfterTheLastPassOfAnEndingLoopThreadIsDelivered() throws {
+        let saved = Self.ignoreSIGUSR2()
+        defer { Self.restoreSIGUSR2(saved) }
+        let thread = try LoopThread(name: "last-signal")
+        let counts = Recorder<Bool>()
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { _ in counts.append(thread.loop.isCurrent) }
+        thread.perform {
+            thread.shutdown()
+            thread.perform {  // runs after the last pass, in the thread's final stretch
+                var set = sigset_t()
+                sigemptyset(&set)
+                sigaddset(&set, SIGUSR2)
+                pthread_sigmask(SIG_UNBLOCK, &set, nil)
+                pthread_kill(pthread_self(), SIGUSR2)  // taken by this thread before pthread_kill returns
+            }
+        }
+        thread.join()
+        #expect(counts.elements == [true])
+        #expect(!source.isValid)
+    }
+
+    @Test func aSignalThatInterruptsTheSleepIsNotAWakeUp() throws {
+        final class Shared: @unchecked Sendable {
+            var loop: Loop?
+            var thread: pthread_t?
+            var result: RunResult?
+            var elapsed: Duration?
+        }
+        let shared = Shared()
+        let ready = Atomic<Bool>(false)
+        let wakes = Recorder<LoopActivity>()
+        let other = try Loop()
+        let counts = Recorder<Int>()
+        let source = try LoopSignalSource(signal: SIGUSR1, loop: other) { counts.append($0) }
+        defer { source.invalidate() }
+        let sleeper = startThread {
+            // Threads started from the test runner's pool inherit its blocked signals: let this one take SIGUSR1.
+            var set = sigset_t()
+            sigemptyset(&set)
+            sigaddset(&set, SIGUSR1)
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+            let loop = try! Loop()
+            loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+            loop.add(LoopObserver(activities: .afterWaiting) { _, activity in wakes.append(activity) },
+                     forMode: .default)
+            shared.loop = loop
+            shared.thread = pthread_self()
+            ready.store(true, ordering: .releasing)
+            let start = loop.now
+            shared.result = loop.run(mode: .default, before: start + .milliseconds(300))
+            shared.elapsed = loop.now - start
+        }
+        #expect(waitUntil { ready.load(ordering: .acquiring) && shared.loop!.isWaiting })
+        pthread_kill(shared.thread!, SIGUSR1)  // interrupts that thread's ppoll: EINTR
+        sleeper.join()
+        #expect(shared.result == .timedOut)
+        #expect(wakes.count == 1)  // only at the deadline
+        #expect(try #require(shared.elapsed) >= .milliseconds(300))
+        other.run(mode: .default, before: other.now + .seconds(5), returnAfterSourceHandled: true)
+        #expect(counts.elements == [1])  // and the signal itself was counted, not lost
+    }
+}
