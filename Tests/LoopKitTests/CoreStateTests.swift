@@ -18,7 +18,7 @@ struct CoreStateTests {
         let nested = Recorder<RunResult>()
         loop.perform {
             loop.perform {
-                nested.append(loop.run(mode: .default, before: loop.now + .seconds(1)))
+                nested.append(loop.run(mode: .default, before: loop.now + .seconds(30)))
             }
         }
         #expect(waitUntil { loop.isWaiting })
@@ -75,9 +75,9 @@ struct CoreStateTests {
         loop.perform { trace.append("block") }
         source.signal()
         let start = loop.now
-        #expect(loop.run(mode: .default, before: start + .milliseconds(50)) == .timedOut)
+        #expect(loop.run(mode: .default, before: start + .milliseconds(300)) == .timedOut)
         #expect(trace.elements == ["block", "source", "beforeWaiting", "afterWaiting"])
-        #expect(loop.now - start >= .milliseconds(50))
+        #expect(loop.now - start >= .milliseconds(300))
         #expect(loop.counters.wakeUpWrites == 0)
         #expect(loop.counters.emptyWakeUps == 0)
     }
@@ -126,10 +126,10 @@ struct CoreStateTests {
         trace.removeAll()
         let before = loop.counters
         let start = loop.now
-        #expect(loop.run(mode: .default, before: start + .milliseconds(50)) == .timedOut)
+        #expect(loop.run(mode: .default, before: start + .milliseconds(300)) == .timedOut)
         #expect(loop.counters.since(before).blockingWaits == 1)
         #expect(trace.elements == ["beforeWaiting", "afterWaiting"])  // one sleep, to the deadline
-        #expect(loop.now - start >= .milliseconds(50))
+        #expect(loop.now - start >= .milliseconds(300))
     }
 
     @Test func aPerformToASleepingLoopWakesItOnceAndThePassRunsTheBlock() throws {
@@ -163,8 +163,8 @@ struct CoreStateTests {
         }, forMode: .default)
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
         let start = loop.now
-        #expect(loop.run(mode: .default, before: start + .milliseconds(20)) == .timedOut)
-        #expect(loop.now - start >= .milliseconds(20))  // the early wakeUp() did not end the sleep
+        #expect(loop.run(mode: .default, before: start + .milliseconds(300)) == .timedOut)
+        #expect(loop.now - start >= .milliseconds(300))  // the early wakeUp() did not end the sleep
         #expect(trace.elements == ["beforeWaiting", "afterWaiting"])
     }
 

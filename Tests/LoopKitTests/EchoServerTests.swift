@@ -47,7 +47,8 @@ struct EchoServerTests {
         writer.start()
         try idle.send(Array("ping\n".utf8))
         #expect(try idle.receive(upTo: 5) == Array("ping\n".utf8))
-        usleep(200_000)
+        var echoing = pollfd(fd: stalled.descriptor, events: Int16(POLLIN), revents: 0)
+        try #require(poll(&echoing, 1, 20_000) == 1, "the server has read from the stalled client and echoes")
 
         server.send(SIGINT)
         #expect(try idle.receive() == [])  // the server ended its output: end of input, nothing more

@@ -18,7 +18,7 @@ struct TimerMoveTests {
         let events = Recorder<String>()
         let due = loop.now
         let movedTo = newDate(due)
-        let moved = LoopTimer(fireAt: due + .nanoseconds(1), interval: .seconds(1), repeats: true) { _ in
+        let moved = LoopTimer(fireAt: due + .nanoseconds(1), interval: .seconds(3_600), repeats: true) { _ in
             events.append("moved")
         }
         let mover = LoopTimer(fireAt: due) { _ in
@@ -43,7 +43,7 @@ struct TimerMoveTests {
         let result = try self.moveADueTimerDuringThePass { $0 - .milliseconds(500) }
         #expect(Array(result.events.prefix(3)) == ["timers", "mover", "moved"], "not fired in the same pass")
         #expect(result.events.filter { $0 == "moved" }.count == 1)
-        #expect(result.fireDate == result.movedTo + .seconds(1))
+        #expect(result.fireDate == result.movedTo + .seconds(3_600))
     }
 
     @Test func aTimerMovedFromOtherThreadsWhileItFiresEndsOnTheLastDate() throws {
@@ -89,7 +89,7 @@ struct TimerMoveTests {
             let adder = startThread { thread.loop.add(link, forMode: .default) }
             link.isPaused = false
             adder.join()
-            #expect(waitUntil(limit: .seconds(5)) { ticked.count == 1 }, "round \(round): the link never ticked")
+            #expect(waitUntil { ticked.count == 1 }, "round \(round): the link never ticked")
         }
     }
 

@@ -160,3 +160,25 @@ extension Loop {
         (self.waiter as? PollWaiter) ?? ((self.waiter as? VirtualTimeWaiter)?.base as? PollWaiter)
     }
 }
+
+extension Loop {
+    /// The epoll set of `mode`'s descriptor sources, once a sleep has built it (nil on the ppoll path).
+    func epollRegistry(of mode: LoopMode = .default) -> DescriptorRegistry? {
+        self.modeItemsByMode[mode].flatMap { self.pollWaiter?.registry(for: $0) }
+    }
+
+    /// Runs `mode` for 5 ms at a time until `condition` holds. One short run is not enough on a loaded machine: a run
+    /// whose deadline passes before its first wait (its thread preempted for that long) only looks, and does not sleep.
+    func runBriefly(mode: LoopMode = .default, until condition: () -> Bool) throws {
+        let giveUp = ContinuousClock.now + .seconds(20)
+        repeat {
+            #expect(self.run(mode: mode, before: self.now + .milliseconds(5)) == .timedOut)
+        } while !condition() && ContinuousClock.now < giveUp
+        try #require(condition())
+    }
+
+    /// Runs `mode` until a run has slept in the mode's epoll set, which registers its descriptor sources there.
+    func sleepOnceInEpoll(mode: LoopMode = .default) throws {
+        try self.runBriefly(mode: mode) { self.epollRegistry(of: mode) != nil }
+    }
+}
