@@ -17,6 +17,10 @@ import Synchronization
 /// (a loop asleep with nothing to do finds it when it next wakes), never spun on; one closed while a `dup` of it lives
 /// on elsewhere may make the loop rebuild the mode's epoll set once (O(n)).
 ///
+/// Several sources may watch one descriptor, and a mode may hold more sources than the process may open descriptors
+/// (`RLIMIT_NOFILE`). A run traps, naming the limit, only when a mode's distinct descriptors outnumber it (the limit
+/// lowered after they were opened): no wait can watch them.
+///
 /// A source may be created on any thread. `events`, `invalidate()` and `isValid` are safe from any thread; the handler
 /// runs on the loop's thread. A source belongs to one loop; the descriptor stays the caller's to close.
 // @unchecked Sendable: the `// MARK: Loop thread only` state is touched only on the loop's thread; cross-thread state

@@ -175,6 +175,54 @@ struct LargeModeDescriptorTests {
         #expect(self.registry(of: loop) != nil)
     }
 
+    /// Several sources on each descriptor give a mode more poll entries than the descriptor limit, on fewer descriptors
+    /// than it: poll(2) refuses such a wait (EINVAL), and the loop must watch them all the same, in the large mode's
+    /// look at every source and in the portable backend's sleep.
+    @Test func moreSourcesThanTheDescriptorLimitOnFewerDescriptorsAreWatched() async {
+        await #expect(processExitsWith: .success) {
+            func check() throws -> Bool {
+                let pipes = try (0..<20).map { _ in try TestPipe() }
+                var limit = rlimit()
+                getrlimit(RLIMIT_NOFILE_VALUE, &limit)
+                let original = limit
+                defer {
+                    var restored = original  // a sanitizer reading /proc at exit needs descriptors
+                    setrlimit(RLIMIT_NOFILE_VALUE, &restored)
+                }
+                let highest = pipes.map { max($0.readEnd, $0.writeEnd) }.max()!
+                limit.rlim_cur = rlim_t(highest + 16)  // room for each loop's own few descriptors
+                try #require(setrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0)
+                let sourcesPerDescriptor = Int(limit.rlim_cur) / pipes.count + 1
+                var passed = true
+                for backend in LoopBackend.allCases {
+                    let clock = SystemLoopClock()
+                    let loop = Loop(clock: clock, waiter: try Loop.makeWaiter(clock: clock, backend: backend))
+                    defer { loop.invalidate() }
+                    let calls = Recorder<Int>()
+                    for (index, pipe) in pipes.enumerated() {
+                        for _ in 0..<sourcesPerDescriptor {
+                            loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+                                calls.append(index)
+                            }, forMode: .default)
+                        }
+                    }
+                    let writer = startThread {
+                        guard waitUntil({ loop.isWaiting }) else { return }
+                        pipes[7].write()  // to the sleeping loop: the portable backend's poll(2) must watch it
+                    }
+                    let result = loop.run(mode: .default, before: loop.now + .seconds(30),
+                                          returnAfterSourceHandled: true)
+                    writer.join()
+                    passed = passed && result == .handledSource && !calls.elements.isEmpty
+                        && calls.elements.allSatisfy { $0 == 7 }
+                    _ = pipes[7].readAll()
+                }
+                return passed
+            }
+            exit(try check() ? 0 : 1)
+        }
+    }
+
     @Test func aNumberReusedForAnotherFileIsWatchedForTheNewFile() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
         defer { loop.invalidate() }

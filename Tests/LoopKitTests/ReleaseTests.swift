@@ -245,9 +245,3 @@ final class WeakPayload: @unchecked Sendable {
     weak var payload: ReleaseTests.Payload?
     init(_ payload: ReleaseTests.Payload) { self.payload = payload }
 }
-
-#if canImport(Glibc)
-private let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-#else
-private let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
-#endif

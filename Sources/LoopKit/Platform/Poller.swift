@@ -72,20 +72,8 @@ final class SystemPoller: Poller {
     ///   after a pause of up to a millisecond).
     @inline(never)  // a stable name for profiles: this is where an idle loop spends its time
     func waitForEvents(timeoutNanoseconds: Int64) -> Int {
-        let call = self.call
         let outcome = self.descriptors.withUnsafeMutableBufferPointer { buffer in
-            Result { () throws(SystemCallError) in
-                switch call {
-                case .nanosecondTimeout:
-                    try systemCall("ppoll", interrupts: .report, descriptors: .user) {
-                        cloopkit_poll_ns(buffer.baseAddress, UInt(buffer.count), timeoutNanoseconds)
-                    }
-                case .millisecondTimeout:
-                    try systemCall("poll", interrupts: .report, descriptors: .user) {
-                        poll(buffer.baseAddress, nfds_t(buffer.count), SystemPoller.milliseconds(timeoutNanoseconds))
-                    }
-                }
-            }
+            self.callPoll(on: buffer, timeoutNanoseconds: timeoutNanoseconds)
         }
         switch outcome {
         case .success(.processed(let ready)?):
@@ -98,10 +86,76 @@ final class SystemPoller: Poller {
         case .failure(let error) where error.code == ENOMEM:
             Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)
             return -1
+        case .failure(let error) where error.code == EINVAL:
+            // More entries than RLIMIT_NOFILE: several sources on one descriptor each have an entry.
+            return self.waitForEventsMerged(timeoutNanoseconds: timeoutNanoseconds)
         case .failure(let error):
-            // EINVAL: more descriptors in the mode than RLIMIT_NOFILE allows; no retry would succeed.
-            trap("Loop.run(mode:before:) waiting for its descriptors (more than the process's descriptor limit?)",
-                 error)
+            trap("Loop.run(mode:before:) waiting for its descriptors", error)
+        }
+    }
+
+    /// The wait, when poll(2) refused the entries as more than the descriptor limit (EINVAL): one entry per
+    /// descriptor, watching what all of its entries watch, and each entry's events copied back from its descriptor's.
+    /// Allocates; only a mode with more sources than the process may have descriptors takes this path.
+    ///
+    /// - Returns: As `waitForEvents(timeoutNanoseconds:)`; it traps when the descriptors themselves are more than the
+    ///   limit (lowered after they were opened), which no wait can watch.
+    private func waitForEventsMerged(timeoutNanoseconds: Int64) -> Int {
+        var merged: [pollfd] = []
+        var indexInMerged: [CInt: Int] = [:]
+        let mergedIndexOfEntry = self.descriptors.map { entry in
+            if let index = indexInMerged[entry.fd] {
+                merged[index].events |= entry.events
+                return index
+            }
+            indexInMerged[entry.fd] = merged.count
+            merged.append(pollfd(fd: entry.fd, events: entry.events, revents: 0))
+            return merged.count - 1
+        }
+        let outcome = merged.withUnsafeMutableBufferPointer { buffer in
+            self.callPoll(on: buffer, timeoutNanoseconds: timeoutNanoseconds)
+        }
+        switch outcome {
+        case .success(.processed?):
+            let alwaysReported = Int16(POLLERR | POLLHUP | POLLNVAL)
+            var ready = 0
+            for (entry, index) in mergedIndexOfEntry.enumerated() {
+                let revents = merged[index].revents & (self.descriptors[entry].events | alwaysReported)
+                self.descriptors[entry].revents = revents
+                ready += revents == 0 ? 0 : 1
+            }
+            return ready
+        case .success(nil):
+            return -1
+        case .success(.wouldBlock?):
+            Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)
+            return -1
+        case .failure(let error) where error.code == ENOMEM:
+            Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)
+            return -1
+        case .failure(let error):
+            fatalError("LoopKit: Loop.run(mode:before:) waiting for \(merged.count) descriptors, more than the "
+                       + "process's descriptor limit (RLIMIT_NOFILE, lowered after they were opened?): \(error)")
+        }
+    }
+
+    /// One call of ppoll(2) or poll(2) on `buffer`.
+    private func callPoll(
+        on buffer: UnsafeMutableBufferPointer<pollfd>,
+        timeoutNanoseconds: Int64
+    ) -> Result<IOResult<CInt>?, SystemCallError> {
+        let call = self.call
+        return Result { () throws(SystemCallError) in
+            switch call {
+            case .nanosecondTimeout:
+                try systemCall("ppoll", interrupts: .report, descriptors: .user) {
+                    cloopkit_poll_ns(buffer.baseAddress, UInt(buffer.count), timeoutNanoseconds)
+                }
+            case .millisecondTimeout:
+                try systemCall("poll", interrupts: .report, descriptors: .user) {
+                    poll(buffer.baseAddress, nfds_t(buffer.count), SystemPoller.milliseconds(timeoutNanoseconds))
+                }
+            }
         }
     }
 

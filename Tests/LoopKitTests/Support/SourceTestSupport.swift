@@ -182,3 +182,10 @@ extension Loop {
         try self.runBriefly(mode: mode) { self.epollRegistry(of: mode) != nil }
     }
 }
+
+/// The process's descriptor limit, for getrlimit(2) and setrlimit(2) (an enum case in Glibc's headers).
+#if canImport(Glibc)
+let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+#else
+let RLIMIT_NOFILE_VALUE = RLIMIT_NOFILE
+#endif
