@@ -23,6 +23,9 @@ if options.showHelp {
 if options.isDispatchEchoServer {
     DispatchEchoServer.serve(queues: options.echoServerQueues)  // the echo scenario's child process; never returns
 }
+if let count = options.idleConnectionsToHold, let port = options.port {
+    IdleConnectionHolder.hold(count: count, port: port)  // scale/echo's child process; never returns
+}
 
 #if DEBUG
 let build = "debug"

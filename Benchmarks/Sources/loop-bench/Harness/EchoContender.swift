@@ -14,6 +14,8 @@ final class EchoContender {
     private(set) var problem: String?
     private var server: ChildProcess?
     private var client: EchoClient?
+    /// The child process that holds the idle connections, if any.
+    private var idleHolder: ChildProcess?
 
     // MARK: Measured
     private(set) var roundTripTimes: [UInt64] = []
@@ -36,7 +38,8 @@ final class EchoContender {
     var messagesPerSecond: Double { Double(self.roundTrips) / (Double(self.measuredNanoseconds) / 1e9) }
 
     /// Starts `path` with `arguments`, waits for its `listening on 127.0.0.1:PORT` line, and connects a client with
-    /// `connections` busy connections and `idleConnections` idle ones.
+    /// `connections` busy connections, and `idleConnections` idle ones held by a child process
+    /// (`IdleConnectionHolder`).
     init(name: String, path: String, arguments: [String], connections: Int = EchoClient.connectionCount,
          idleConnections: Int = 0) {
         self.name = name
@@ -53,8 +56,17 @@ final class EchoContender {
                 self.fail("`\(self.command)` printed `\(line)`, not a port")
                 return
             }
+            if idleConnections > 0 {
+                switch IdleConnectionHolder.start(count: idleConnections, port: port) {
+                case .success(let holder):
+                    self.idleHolder = holder
+                case .failure(let failure):
+                    self.fail("`\(self.command)`: \(failure.reason)")
+                    return
+                }
+            }
             do {
-                self.client = try EchoClient(port: port, connections: connections, idleConnections: idleConnections)
+                self.client = try EchoClient(port: port, connections: connections)
             } catch {
                 self.fail("`\(self.command)`: \(error)")
             }
@@ -115,9 +127,14 @@ final class EchoContender {
         self.serverThreads = self.server?.threadCount
     }
 
-    /// Closes the client's connections, then stops the server (SIGTERM) and reaps it. Calling it again does nothing.
+    /// Closes the client's connections and the idle ones, then stops the server (SIGTERM) and reaps it. Calling it
+    /// again does nothing.
     func stop() {
         self.client = nil
+        if let holder = self.idleHolder {
+            self.idleHolder = nil
+            _ = holder.stop()
+        }
         if let server = self.server {
             self.ending = server.stop()
         }

@@ -14,6 +14,10 @@ struct Options {
     var isDispatchEchoServer = false
     /// `--queues K`: the Dispatch echo server's serial queues.
     var echoServerQueues = 1
+    /// `--hold-idle-connections N --port P`: hold `scale/echo`'s idle connections (`IdleConnectionHolder`) instead
+    /// of benchmarking; not in `--help`.
+    var idleConnectionsToHold: Int?
+    var port: Int?
 
     enum ParseError: Error, CustomStringConvertible {
         case missingValue(String)
@@ -62,6 +66,14 @@ struct Options {
                 let text = try value(for: argument)
                 guard let queues = Int(text), queues > 0 else { throw .invalidValue(argument, text) }
                 self.echoServerQueues = queues
+            case "--hold-idle-connections":
+                let text = try value(for: argument)
+                guard let count = Int(text), count > 0 else { throw .invalidValue(argument, text) }
+                self.idleConnectionsToHold = count
+            case "--port":
+                let text = try value(for: argument)
+                guard let port = Int(text), port > 0 else { throw .invalidValue(argument, text) }
+                self.port = port
             default: throw .unknownOption(argument)
             }
         }

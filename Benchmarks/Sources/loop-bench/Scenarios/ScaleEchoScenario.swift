@@ -19,9 +19,9 @@ struct ScaleEchoScenario: Scenario {
         let warmUp = context.duration(seconds: 0.3)
         let turn = context.duration(seconds: 0.4)
         let rounds = 5
-        // Client and server each hold every idle connection; the servers inherit this process's limit.
+        // Each server holds its idle connections, and a child process of their own the client's side of them
+        // (`IdleConnectionHolder`): both inherit this process's limit.
         let limit = System.raiseDescriptorLimit(to: Self.idleCounts.max()! + 1_024)
-        let canHoldBoth = { (idle: Int) in 2 * (idle + 256) <= limit }
         var report = ScenarioReport(name: "scale/echo", title: "round trip of a 64-byte message on one connection "
                                         + "beside n idle ones (µs)", unit: .microseconds)
         var measured: [(idle: Int, contenders: [EchoContender])] = []
@@ -32,34 +32,18 @@ struct ScaleEchoScenario: Scenario {
                 continue
             }
             context.progress("      scale/echo: \(Format.number(Double(idle))) idle connections …")
-            let contenders: [EchoContender]
-            if canHoldBoth(idle) {
-                // Both servers at once, taking turns, so that a slow stretch of a shared machine falls on both alike.
-                contenders = Self.startContenders(idle: idle, servers: [0, 1])
-                Self.measure(contenders, warmUp: warmUp, turn: turn, rounds: rounds, random: &random)
-            } else {
-                // The client cannot hold both sets of idle connections under the descriptor limit: one, then the other.
-                contenders = [0, 1].flatMap { server in
-                    let one = Self.startContenders(idle: idle, servers: [server])
-                    Self.measure(one, warmUp: warmUp, turn: turn, rounds: rounds, random: &random)
-                    return one
-                }
-            }
+            // Both servers at once, taking turns, so that a slow stretch of a shared machine falls on both alike.
+            let contenders = Self.startContenders(idle: idle)
+            Self.measure(contenders, warmUp: warmUp, turn: turn, rounds: rounds, random: &random)
             measured.append((idle, contenders))
         }
         report.results = Self.results(measured)
         report.notes += EchoScenario.problemNotes(measured.flatMap(\.contenders))
-        for (idle, _) in measured {
-            if !canHoldBoth(idle) {
-                report.notes.append("At \(Format.number(Double(idle))) idle the two servers ran one after the other: "
-                                    + "the client cannot hold both sets of connections under its descriptor limit "
-                                    + "(\(limit)).")
-            }
-        }
         report.notes.insert(contentsOf: [
             "Client: loop-bench's main thread, one connection to 127.0.0.1 (TCP_NODELAY) keeping one 64-byte message "
-                + "in flight (send, wait until all of it is back, record the round trip, send the next), and n more "
-                + "connections opened first and never used. Servers: child processes, `loop-demo echo --port 0 "
+                + "in flight (send, wait until all of it is back, record the round trip, send the next); n more "
+                + "connections, opened first and never used, held by a child process (`loop-bench "
+                + "--hold-idle-connections n`) so that the client can keep both servers' at once. Servers: child processes, `loop-demo echo --port 0 "
                 + "--loops 1` and `loop-bench --echo-server-dispatch --queues 1`, both holding every connection.",
             "For each n, the two servers run together: a \(Format.number(Double(warmUp) / 1e9)) s warm-up turn each "
                 + "(discarded), then \(rounds) turns of \(Format.number(Double(turn) / 1e9)) s in an order shuffled "
@@ -84,16 +68,13 @@ struct ScaleEchoScenario: Scenario {
         for contender in contenders { contender.stop() }
     }
 
-    /// Of LoopKit's server (0) and the Dispatch one (1), those in `servers`, each with one active connection and
-    /// `idle` idle ones.
-    private static func startContenders(idle: Int, servers: [Int]) -> [EchoContender] {
+    /// LoopKit's server and the Dispatch one, each with one active connection and `idle` idle ones.
+    private static func startContenders(idle: Int) -> [EchoContender] {
         let bench = System.executablePath
         let demo = (((bench as NSString).deletingLastPathComponent) as NSString).appendingPathComponent("loop-demo")
         let loopKit = Self.implementation(Self.loopKit, idle: idle)
         var contenders: [EchoContender] = []
-        if !servers.contains(0) {
-            // LoopKit's server is not wanted this time.
-        } else if FileManager.default.isExecutableFile(atPath: demo) {
+        if FileManager.default.isExecutableFile(atPath: demo) {
             contenders.append(EchoContender(name: loopKit, path: demo, arguments: ["echo", "--port", "0", "--loops", "1"],
                                             connections: 1, idleConnections: idle))
         } else {
@@ -101,11 +82,9 @@ struct ScaleEchoScenario: Scenario {
                                             notRun: "loop-demo is not built beside loop-bench; run `swift build -c "
                                                 + "release` first"))
         }
-        if servers.contains(1) {
-            contenders.append(EchoContender(name: Self.implementation(Self.dispatch, idle: idle), path: bench,
-                                            arguments: DispatchEchoServer.arguments(queues: 1), connections: 1,
-                                            idleConnections: idle))
-        }
+        contenders.append(EchoContender(name: Self.implementation(Self.dispatch, idle: idle), path: bench,
+                                        arguments: DispatchEchoServer.arguments(queues: 1), connections: 1,
+                                        idleConnections: idle))
         return contenders
     }
 
