@@ -97,7 +97,10 @@ public final class LoopHostDriver {
         if self.loop.blockQueue.hasBlock(admittedIn: self.mode, commonModes: self.loop.commonModeSet) {
             return .zero  // blocks taken before a nested run's drain stopped short of them: dispatch at once
         }
-        guard self.loop.isHostWaitAnnounced || self.loop.state.withLock({ $0.beginWait() }) != nil else {
+        // A wait an earlier prepare() announced, with no dispatch() since (GLib prepares again when its poll woke for
+        // other sources), is announced afresh: what arrived meanwhile must make this answer `.zero` too.
+        self.loop.endHostWait()
+        guard self.loop.state.withLock({ $0.beginWait() }) != nil else {
             return .zero  // queued work, a stop or a wake-up: dispatch at once
         }
         self.loop.isHostWaitAnnounced = true

@@ -181,14 +181,15 @@ extension Loop {
         }
     }
 
-    /// When the next timer of `mode` is due (Foundation's `RunLoop.limitDate(forMode:)`), or `nil` when the mode has
-    /// no timer. Loop thread.
+    /// When the next timer of `mode` is due: the earliest fire date of its timers (Foundation's
+    /// `RunLoop.limitDate(forMode:)`), or `nil` when the mode has no timer. A lookup: unlike Foundation's, it runs no
+    /// pass. The loop may sleep past it within the timers' tolerances. Loop thread.
     @available(*, noasync)
     public func nextTimerDate(forMode mode: LoopMode) -> LoopInstant? {
         self.preconditionIsCurrent("Loop.nextTimerDate(forMode:)")
         loopPrecondition(mode != .common, "Loop.nextTimerDate(forMode:): `common` is a pseudo-mode; ask a real mode")
         self.applyControlMessages()
-        return self.modeItemsByMode[mode].flatMap { self.nextTimerWake(in: $0) }
+        return self.modeItemsByMode[mode]?.timers.nextFireDate().map(LoopInstant.init(nanoseconds:))
     }
 
     /// An executor that runs jobs on this loop in its common modes: an actor whose `unownedExecutor` is this one

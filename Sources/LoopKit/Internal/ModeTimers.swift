@@ -105,12 +105,23 @@ struct ModeTimers {
     }
 
     /// The instant to wake for the earliest timers (coalesced within their tolerances), or `nil` without any.
-    ///
-    /// Only entries that can fire are waited for, so that every wake-up has a fire to make: not stale ones, and not
-    /// those of a timer whose callback is running (this is a run nested in it): that timer cannot fire before its
-    /// callback returns, and then it is queued afresh in every mode (or leaves them all), so its entries are stale by
-    /// then and may be dropped now. The same holds for what is left of an outer pass's batch.
     mutating func nextWake() -> UInt64? {
+        self.earliest(coalescedWithinTolerances: true)
+    }
+
+    /// The earliest fire date of a timer that can fire (Foundation's `limitDate(forMode:)`), or `nil` without any.
+    /// Not coalesced: a timer due before a later one's tolerance ends is still due at its own date.
+    mutating func nextFireDate() -> UInt64? {
+        self.earliest(coalescedWithinTolerances: false)
+    }
+
+    /// The earliest deadline, or the wake-up that covers the earliest timers within their tolerances.
+    ///
+    /// Only entries that can fire count, so that every wake-up has a fire to make: not stale ones, and not those of a
+    /// timer whose callback is running (this is a run nested in it): that timer cannot fire before its callback
+    /// returns, and then it is queued afresh in every mode (or leaves them all), so its entries are stale by then and
+    /// may be dropped now. The same holds for what is left of an outer pass's batch.
+    private mutating func earliest(coalescedWithinTolerances: Bool) -> UInt64? {
         let slots = self.slots
         let isWaitable = { (entry: TimerEntry) in
             Self.isLive(entry, in: slots) && slots[Int(entry.slot)].timer?.isFiring != true
@@ -120,7 +131,9 @@ struct ModeTimers {
             return entry.deadline
         }
         self.queue.dropStaleTop(isLive: isWaitable)
-        return self.queue.coalescedWakeTime(isLive: isWaitable)
+        return coalescedWithinTolerances
+            ? self.queue.coalescedWakeTime(isLive: isWaitable)
+            : self.queue.first?.deadline
     }
 
     /// Takes every entry due at `now` from the queue into `batch`, earliest first, keeping only live ones.
