@@ -75,21 +75,11 @@ final class SystemPoller: Poller {
         let outcome = self.descriptors.withUnsafeMutableBufferPointer { buffer in
             self.callPoll(on: buffer, timeoutNanoseconds: timeoutNanoseconds)
         }
-        switch outcome {
-        case .success(.processed(let ready)?):
-            return Int(ready)
-        case .success(nil):
-            return -1  // EINTR: the caller waits again for what is left
-        case .success(.wouldBlock?):
-            Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)  // EAGAIN: as ENOMEM
-            return -1
-        case .failure(let error) where error.code == ENOMEM:
-            Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)
-            return -1
-        case .failure(let error) where error.code == EINVAL:
+        if case .failure(let error) = outcome, error.code == EINVAL {
             // More entries than RLIMIT_NOFILE: several sources on one descriptor each have an entry.
             return self.waitForEventsMerged(timeoutNanoseconds: timeoutNanoseconds)
-        case .failure(let error):
+        }
+        return Self.readyCount(of: outcome, timeoutNanoseconds: timeoutNanoseconds) { error in
             trap("Loop.run(mode:before:) waiting for its descriptors", error)
         }
     }
@@ -115,27 +105,42 @@ final class SystemPoller: Poller {
         let outcome = merged.withUnsafeMutableBufferPointer { buffer in
             self.callPoll(on: buffer, timeoutNanoseconds: timeoutNanoseconds)
         }
-        switch outcome {
-        case .success(.processed?):
-            let alwaysReported = Int16(POLLERR | POLLHUP | POLLNVAL)
-            var ready = 0
-            for (entry, index) in mergedIndexOfEntry.enumerated() {
-                let revents = merged[index].revents & (self.descriptors[entry].events | alwaysReported)
-                self.descriptors[entry].revents = revents
-                ready += revents == 0 ? 0 : 1
+        guard case .success(.processed?) = outcome else {
+            return Self.readyCount(of: outcome, timeoutNanoseconds: timeoutNanoseconds) { error in
+                fatalError("LoopKit: Loop.run(mode:before:) waiting for \(merged.count) descriptors, more than the "
+                           + "process's descriptor limit (RLIMIT_NOFILE, lowered after they were opened?): \(error)")
             }
-            return ready
+        }
+        let alwaysReported = Int16(POLLERR | POLLHUP | POLLNVAL)
+        var ready = 0
+        for (entry, index) in mergedIndexOfEntry.enumerated() {
+            let revents = merged[index].revents & (self.descriptors[entry].events | alwaysReported)
+            self.descriptors[entry].revents = revents
+            ready += revents == 0 ? 0 : 1
+        }
+        return ready
+    }
+
+    /// What a wait's outcome tells the caller: the number of descriptors with events, or -1 to wait again with what is
+    /// left of its timeout (after a pause when the kernel could not allocate for it); any other failure is `failed`'s.
+    private static func readyCount(
+        of outcome: Result<IOResult<CInt>?, SystemCallError>,
+        timeoutNanoseconds: Int64,
+        failed: (SystemCallError) -> Never
+    ) -> Int {
+        switch outcome {
+        case .success(.processed(let ready)?):
+            return Int(ready)
         case .success(nil):
-            return -1
+            return -1  // EINTR: the caller waits again for what is left
         case .success(.wouldBlock?):
-            Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)
+            Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)  // EAGAIN: as ENOMEM
             return -1
         case .failure(let error) where error.code == ENOMEM:
             Self.pauseAfterFailedWait(upTo: timeoutNanoseconds)
             return -1
         case .failure(let error):
-            fatalError("LoopKit: Loop.run(mode:before:) waiting for \(merged.count) descriptors, more than the "
-                       + "process's descriptor limit (RLIMIT_NOFILE, lowered after they were opened?): \(error)")
+            failed(error)
         }
     }
 
