@@ -34,8 +34,8 @@ public final class Loop: @unchecked Sendable {
     /// The lifecycle, runs, stops, waits and queued work, as a state machine (`LoopStateMachine`), and a summary of
     /// the queued work that the loop's thread reads without the lock.
     let state = SharedLoopState()
-    /// The executor identities handed out so far, an actor's and a task's per set of modes (see `LoopJobTarget`).
-    let jobTargets = LoopLock<[(actor: LoopJobTarget, task: LoopJobTarget)]>([])
+    /// The actors' executor identities handed out so far, one per set of modes (see `LoopJobTarget`).
+    let jobTargets = LoopLock<[LoopJobTarget]>([])
 
     // MARK: Loop thread only
     // `@exclusivity(unchecked)`: state that every pass touches. A checked access is a call into the runtime and a

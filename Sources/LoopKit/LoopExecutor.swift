@@ -6,11 +6,12 @@
 /// jobs keep such a mode alive. Jobs enqueued after the loop's `LoopThread` has ended are a precondition failure,
 /// never silently dropped.
 ///
-/// Every `LoopExecutor` of one loop and one set of modes is the same executor to the Swift runtime: a call from one
-/// actor to another whose executors are both, say, `loop.executor` runs at once, on the loop's thread, as a plain
+/// Every `LoopExecutor` of one loop and one set of modes is the same serial executor to the Swift runtime: a call from
+/// one actor to another whose executors are both, say, `loop.executor` runs at once, on the loop's thread, as a plain
 /// call, without a trip through the loop (as a call between actors that share a dispatch queue does). An actor's
-/// jobs run with no task executor; a task that also prefers this loop as its task executor (`withTaskExecutorPreference`)
-/// is therefore re-enqueued at each such call, as the runtime asks whenever task executors differ.
+/// jobs run with no task executor; a task that also prefers this loop as its task executor (`withTaskExecutorPreference`,
+/// `Task(executorPreference:)`) is therefore re-enqueued at each such call, as the runtime asks whenever task executors
+/// differ. As a task executor, each `LoopExecutor` is itself.
 ///
 /// Immutable; usable from any thread.
 public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConvertible {
@@ -18,9 +19,8 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
     public let loop: Loop
     /// The modes in which jobs may run.
     public let modes: [LoopMode]
-    /// The loop's shared identities for these modes: what the runtime is given and enqueues on.
+    /// The loop's shared identity for these modes as an actor's executor: what the runtime enqueues actors' jobs on.
     private let actorTarget: LoopJobTarget
-    private let taskTarget: LoopJobTarget
 
     /// An executor that runs jobs on `loop`'s thread while it runs any of `modes`.
     ///
@@ -29,20 +29,28 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
         loopPrecondition(!modes.isEmpty, "LoopExecutor(loop:modes:): the list of modes is empty, so no job could run")
         self.loop = loop
         self.modes = modes
-        (self.actorTarget, self.taskTarget) = loop.jobTargets(forModes: modes)
+        self.actorTarget = loop.jobTarget(forModes: modes)
     }
 
-    /// Queues `job` as a block on the loop, as an actor's job. Any thread.
+    /// Queues `job` as a block on the loop, to run with this executor as its task executor: the runtime enqueues here
+    /// the jobs of a task that prefers this executor. (An actor's jobs go to the identity that
+    /// `asUnownedSerialExecutor()` returns, and run with no task executor.) Any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
-        self.actorTarget.enqueue(job)
+        let job = UnownedJob(job)
+        self.loop.enqueueJob(inModes: self.modes) {
+            job.runSynchronously(on: self.asUnownedTaskExecutor())
+        }
     }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         self.actorTarget.asUnownedSerialExecutor()
     }
 
+    /// This executor itself: `Task(executorPreference:)` hands the runtime a reference to the executor, which the
+    /// runtime releases through this identity when the task ends, so any other object here would be released in its
+    /// place (and this one leaked).
     public func asUnownedTaskExecutor() -> UnownedTaskExecutor {
-        self.taskTarget.asUnownedTaskExecutor()
+        UnownedTaskExecutor(ordinary: self)
     }
 
     /// Traps unless called on the loop's thread: what `assumeIsolated` relies on.

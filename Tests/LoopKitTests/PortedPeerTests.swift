@@ -901,7 +901,7 @@ struct PortedPeerLibuvTests {
         onAnotherThread { loop.perform { ran.append("block") } }
         var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
         #expect(poll(&watched, 1, 30_000) == 1)  // the descriptor says so (a host watching it wakes)...
-        #expect(driver.prepare() == .zero)  // ...but the timeout does not: "`.zero` when work is waiting now"
+        #expect(driver.prepare() == .zero)  // ...and so does the timeout: "`.zero` when work is waiting now"
         driver.dispatch()
         #expect(ran.elements == ["block"])
     }
