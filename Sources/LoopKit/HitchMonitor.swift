@@ -56,7 +56,8 @@ public final class HitchMonitor: Sendable {
         }
     }
 
-    /// Checks the frames of `link` for hitches. Any thread. The link holds the monitor weakly: keep a reference.
+    /// Checks the frames of `link` for hitches; attaching to a link again changes nothing. Any thread. The link holds
+    /// the monitor weakly: keep a reference.
     ///
     /// - Precondition: `link` ticks on the monitor's loop (checked at its first frame).
     public func attach(to link: LoopDisplayLink) {

@@ -154,11 +154,16 @@ public final class LoopDisplayLink: @unchecked Sendable {
         withExtendedLifetime(released) {}  // let go of here, after the lock
     }
 
-    /// Tells `monitor` about every frame (used by `HitchMonitor.attach(to:)`). Any thread.
+    /// Tells `monitor` about every frame (used by `HitchMonitor.attach(to:)`); once, however often it is added. Any
+    /// thread.
     func addMonitor(_ monitor: HitchMonitor) {
         let entry = WeakMonitor()
         entry.monitor = monitor
-        self.monitors.withLock { $0.append(entry) }
+        self.monitors.withLock { entries in
+            if !entries.contains(where: { $0.monitor === monitor }) {
+                entries.append(entry)
+            }
+        }
         self.hasMonitors.store(true, ordering: .releasing)
     }
 

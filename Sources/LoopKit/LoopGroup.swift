@@ -66,7 +66,7 @@ public final class LoopGroup: Sendable {
     static func threadName(_ name: String, _ index: Int) -> String {
         let suffix = "-\(index)"
         var prefix = Substring(name)
-        while prefix.utf8.count + suffix.utf8.count > 15, !prefix.isEmpty {
+        while prefix.utf8.count + suffix.utf8.count > PlatformThread.maximumNameBytes, !prefix.isEmpty {
             prefix = prefix.dropLast()
         }
         return prefix + suffix

@@ -25,7 +25,8 @@ public final class LoopThread: Sendable {
     private let thread: PlatformThread
     private let isJoined = LoopLock(false)
 
-    /// Starts a thread named `name` and returns once its loop exists.
+    /// Starts a thread named `name` (cut short at a character to the 15 bytes a Linux thread name keeps) and returns
+    /// once its loop exists.
     ///
     /// - Throws: `SystemCallError` when the thread or its loop cannot be created (out of threads or descriptors).
     public init(name: String = "LoopKit") throws(SystemCallError) {

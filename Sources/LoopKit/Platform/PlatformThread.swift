@@ -18,7 +18,7 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
         }
     }
 
-    /// Starts a thread named `name` (truncated to 15 bytes on Linux) that runs `body` and ends.
+    /// Starts a thread named `name` (cut short at a character to `maximumNameBytes`) that runs `body` and ends.
     static func spawn(name: String?, body: @escaping @Sendable () -> Void) throws(SystemCallError) -> PlatformThread {
         let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
         #if canImport(Glibc)
@@ -48,9 +48,26 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
     private static func run(_ raw: UnsafeMutableRawPointer) {
         let start = Unmanaged<Start>.fromOpaque(raw).takeRetainedValue()
         if let name = start.name {
-            cloopkit_set_thread_name(name)
+            cloopkit_set_thread_name(Self.fittingName(name))
         }
         start.body()
+    }
+
+    /// The most bytes a thread's name keeps: 15 on Linux (the kernel's `TASK_COMM_LEN` less its NUL), 63 on Darwin.
+    #if os(Linux)
+    static let maximumNameBytes = 15
+    #else
+    static let maximumNameBytes = 63
+    #endif
+
+    /// `name` cut short at a character to `maximumNameBytes`: the system would cut it at a byte, which may be inside a
+    /// character and leave a broken one for debuggers and `ps`.
+    static func fittingName(_ name: String) -> String {
+        var fitting = Substring(name)
+        while fitting.utf8.count > Self.maximumNameBytes {
+            fitting = fitting.dropLast()
+        }
+        return String(fitting)
     }
 
     /// Tunes the calling thread for an event loop: a timer slack of 1 µs (prctl(2) `PR_SET_TIMERSLACK`), so that
