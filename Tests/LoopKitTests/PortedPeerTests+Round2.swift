@@ -15,19 +15,6 @@ import Testing
 // DifferencesFromCFRunLoop.md and the doc comments). The signal cases are in `ProcessSignalTests` (an extension at the
 // end of this file), whose suite is serialized, since a signal's disposition is process-wide.
 
-/// A capture that says when it is freed.
-private final class Round2Payload: Sendable {
-    let onDeinit: @Sendable () -> Void
-
-    init(_ onDeinit: @escaping @Sendable () -> Void) {
-        self.onDeinit = onDeinit
-    }
-
-    deinit {
-        self.onDeinit()
-    }
-}
-
 /// A flag closures can share.
 private final class Round2Flag: Sendable {
     private let flag = LoopLock(false)
@@ -39,24 +26,6 @@ private final class Round2Flag: Sendable {
     var value: Bool {
         self.flag.withLock { $0 }
     }
-}
-
-/// A counter closures can share.
-private final class Round2Counter: Sendable {
-    private let count = LoopLock(0)
-
-    @discardableResult
-    func increment() -> Int {
-        self.count.withLock { $0 += 1; return $0 }
-    }
-
-    var value: Int {
-        self.count.withLock { $0 }
-    }
-}
-
-private func round2Ms(_ instant: LoopInstant, since start: LoopInstant) -> Int {
-    Int((instant - start) / .milliseconds(1))
 }
 
 /// A timer an hour away: it keeps its modes alive and never fires in a test.
@@ -211,7 +180,7 @@ struct PortedPeerRound2SourceTests {
         defer { loop.invalidate() }
         let freed = Round2Flag()
         var source: LoopSource? = {
-            let payload = Round2Payload { freed.set() }
+            let payload = DeinitProbe { freed.set() }
             return LoopSource { _ in withExtendedLifetime(payload) {} }
         }()
         loop.add(source!, forMode: .default)
@@ -231,7 +200,7 @@ struct PortedPeerRound2SourceTests {
     @Test func signalsFromManyThreadsCoalesceAndTheLastIsAlwaysFollowedByACall() throws {
         let thread = try LoopThread(name: "r2-async")
         defer { thread.shutdownAndJoin() }
-        let produced = Round2Counter()
+        let produced = SharedCounter()
         let seen = Recorder<Int>()
         let source = LoopSource { _ in seen.append(produced.value) }
         defer { source.invalidate() }
@@ -259,7 +228,7 @@ struct PortedPeerRound2SourceTests {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
-        let runs = Round2Counter()
+        let runs = SharedCounter()
         let source = LoopSource(onSchedule: { source, _ in source.signal() }) { _ in runs.increment() }
         defer { source.invalidate() }
         loop.add(source, forMode: .default)
@@ -317,7 +286,7 @@ extension PortedPeerRound2TimerTests {
         let start = clock.now
         let fires = Recorder<Int>()
         loop.add(LoopTimer(interval: .milliseconds(10), repeats: true) { timer in
-            fires.append(round2Ms(clock.now, since: start))
+            fires.append(elapsedMilliseconds(clock.now, since: start))
             timer.tolerance = .milliseconds(fires.count % 2 == 0 ? 0 : 1)
             if fires.count == 4 { timer.invalidate() }
         }, forMode: .common)
@@ -393,7 +362,7 @@ struct PortedPeerRound2TimerTests {
         let plan: [(String, Int, Int)] = [("a", 10, 10), ("b", 15, 10), ("c", 18, 0), ("d", 30, 2), ("e", 33, 0)]
         for (name, at, tolerance) in plan {
             loop.add(LoopTimer(fireAt: start.plus(ms: at), tolerance: .milliseconds(tolerance)) { _ in
-                fires.append("\(name)@\(round2Ms(clock.now, since: start))")
+                fires.append("\(name)@\(elapsedMilliseconds(clock.now, since: start))")
             }, forMode: .default)
         }
         #expect(loop.run(mode: .default, before: start + .seconds(1)) == .finished)
@@ -406,7 +375,7 @@ struct PortedPeerRound2TimerTests {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
-        let passes = Round2Counter()
+        let passes = SharedCounter()
         loop.add(LoopObserver(activities: .beforeTimers) { _, _ in passes.increment() }, forMode: .default)
         let fires = Recorder<Int>()
         let start = clock.now
@@ -434,7 +403,7 @@ struct PortedPeerRound2TimerTests {
         let start = clock.now
         let fires = Recorder<Int>()
         loop.add(LoopTimer(interval: .milliseconds(10), repeats: true, tolerance: .milliseconds(3)) { timer in
-            fires.append(round2Ms(clock.now, since: start))
+            fires.append(elapsedMilliseconds(clock.now, since: start))
             if fires.count == 1 { clock.advance(by: .milliseconds(25)) }
             if fires.count == 3 { timer.invalidate() }
         }, forMode: .default)
@@ -451,7 +420,7 @@ struct PortedPeerRound2TimerTests {
         let start = clock.now
         let fires = Recorder<String>()
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { timer in
-            fires.append("\(loop.currentMode?.name ?? "-")@\(round2Ms(clock.now, since: start))")
+            fires.append("\(loop.currentMode?.name ?? "-")@\(elapsedMilliseconds(clock.now, since: start))")
             timer.setNextFireDate(clock.now + .milliseconds(7))
             if fires.count == 2 || fires.count == 4 { loop.stop() }
         }
@@ -501,7 +470,7 @@ struct PortedPeerRound2CommonModeTests {
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
         let late: LoopMode = "r2-late-gone"
-        let fired = Round2Counter()
+        let fired = SharedCounter()
         let invalidated = LoopTimer(interval: .milliseconds(1)) { _ in fired.increment() }
         let removed = LoopTimer(interval: .milliseconds(1)) { _ in fired.increment() }
         defer { removed.invalidate() }
@@ -651,7 +620,7 @@ struct PortedPeerRound2AliveTests {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
-        let calls = Round2Counter()
+        let calls = SharedCounter()
         let observer = LoopObserver(activities: .allActivities) { _, _ in calls.increment() }
         defer { observer.invalidate() }
         loop.add(observer, forMode: .default)
@@ -842,7 +811,7 @@ struct PortedPeerRound2ExecutorTests {
         let start = clock.now
         var ranAt: [Int] = []
         loop.assumeIsolated().schedule(after: .milliseconds(10)) {
-            ranAt.append(round2Ms(clock.now, since: start))
+            ranAt.append(elapsedMilliseconds(clock.now, since: start))
         }
         #expect(loop.run(mode: .tracking, before: start + .seconds(1)) == .finished)
         #expect(ranAt == [10])

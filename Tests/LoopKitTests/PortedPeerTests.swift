@@ -24,41 +24,6 @@ private final class PortedHandle: Sendable {
     }
 }
 
-/// A capture that says when it is freed.
-private final class PortedPayload: Sendable {
-    let onDeinit: @Sendable () -> Void
-
-    init(_ onDeinit: @escaping @Sendable () -> Void) {
-        self.onDeinit = onDeinit
-    }
-
-    deinit {
-        self.onDeinit()
-    }
-}
-
-/// A counter closures can share.
-private final class PortedCounter: Sendable {
-    private let count = LoopLock(0)
-
-    @discardableResult
-    func increment() -> Int {
-        self.count.withLock { $0 += 1; return $0 }
-    }
-
-    func decrement() {
-        self.count.withLock { $0 -= 1 }
-    }
-
-    var value: Int {
-        self.count.withLock { $0 }
-    }
-}
-
-private func elapsedMs(_ instant: LoopInstant, since start: LoopInstant) -> Int {
-    Int((instant - start) / .milliseconds(1))
-}
-
 // MARK: - SwiftNIO: scheduled tasks
 
 @Suite("Ported from peers: SwiftNIO scheduled tasks")
@@ -111,7 +76,7 @@ struct PortedPeerScheduledTaskTests {
             trace.append("first done")
         }
         do {
-            let payload = PortedPayload { trace.append("payload freed") }
+            let payload = DeinitProbe { trace.append("payload freed") }
             handle.set(loop.schedule(at: at) {
                 _ = payload
                 trace.append("second")
@@ -127,8 +92,8 @@ struct PortedPeerScheduledTaskTests {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
-        let ran = PortedCounter()
-        let completions = PortedCounter()
+        let ran = SharedCounter()
+        let completions = SharedCounter()
         let task = loop.scheduleRepeating(initialDelay: .zero, every: .milliseconds(10)) { _ in ran.increment() }
         task.cancel { completions.increment() }
         #expect(completions.value == 1)
@@ -145,9 +110,9 @@ struct PortedPeerScheduledTaskTests {
         defer { loop.invalidate() }
         let start = clock.now
         let runs = Recorder<Int>()
-        let completions = PortedCounter()
+        let completions = SharedCounter()
         let task = loop.scheduleRepeating(initialDelay: .milliseconds(5), every: .milliseconds(10)) { _ in
-            runs.append(elapsedMs(clock.now, since: start))
+            runs.append(elapsedMilliseconds(clock.now, since: start))
         }
         #expect(loop.run(mode: .default, before: start + .milliseconds(16)) == .timedOut)
         #expect(runs.elements == [5, 15])
@@ -167,7 +132,7 @@ struct PortedPeerScheduledTaskTests {
         let trace = Recorder<String>()
         let inBody = DispatchSemaphore(value: 0)
         let cancelled = DispatchSemaphore(value: 0)
-        let runs = PortedCounter()
+        let runs = SharedCounter()
         let task = thread.loop.scheduleRepeating(initialDelay: .milliseconds(1), every: .milliseconds(1)) { _ in
             trace.append("run")
             if runs.increment() == 1 {
@@ -197,7 +162,7 @@ struct PortedPeerScheduledTaskTests {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
-        let runs = PortedCounter()
+        let runs = SharedCounter()
         weak var weakTask: LoopScheduledTask?
         do {
             weakTask = loop.scheduleRepeating(initialDelay: .milliseconds(1), every: .milliseconds(1)) { _ in
@@ -220,7 +185,7 @@ struct PortedPeerScheduledTaskTests {
         do {
             let loop = try Loop(clock: ManualLoopClock())
             weakLoop = loop
-            let payload = PortedPayload { freed.append("payload") }
+            let payload = DeinitProbe { freed.append("payload") }
             task = loop.scheduleRepeating(initialDelay: .seconds(1), every: .seconds(1)) { _ in _ = payload }
             loop.run(mode: .default, before: loop.now)
         }
@@ -282,10 +247,10 @@ struct PortedPeerScheduledTaskTests {
         defer { loop.invalidate() }
         let start = clock.now
         let trace = Recorder<String>()
-        let depth = PortedCounter()
+        let depth = SharedCounter()
         let handle = PortedHandle()
         handle.set(loop.scheduleRepeating(initialDelay: .milliseconds(10), every: .milliseconds(10)) { _ in
-            trace.append("run \(elapsedMs(clock.now, since: start)) depth \(depth.increment())")
+            trace.append("run \(elapsedMilliseconds(clock.now, since: start)) depth \(depth.increment())")
             loop.add(LoopTimer(interval: .milliseconds(25)) { _ in
                 trace.append("cancel")
                 handle.value?.cancel { trace.append("completion") }
@@ -304,7 +269,7 @@ struct PortedPeerScheduledTaskTests {
         let handle = PortedHandle()
         let freed = Recorder<String>()
         onAnotherThread {
-            let payload = PortedPayload { freed.append("freed") }
+            let payload = DeinitProbe { freed.append("freed") }
             handle.set(Loop.current.schedule(after: .seconds(1)) { _ = payload })
         }
         #expect(handle.value?.isCancelled == true)
@@ -377,7 +342,7 @@ struct PortedPeerScheduledTaskTests {
         let start = clock.now
         let runs = Recorder<Int>()
         loop.scheduleRepeating(initialDelay: .milliseconds(10), every: .milliseconds(10)) { _ in
-            runs.append(elapsedMs(clock.now, since: start))
+            runs.append(elapsedMilliseconds(clock.now, since: start))
             if runs.count == 2 {
                 clock.advance(by: .milliseconds(25))  // "works" 25 ms: the slots at 30 and 40 are missed
             }
@@ -400,9 +365,9 @@ struct PortedPeerGroupTests {
         let once: LoopScheduledTask
         let repeating: LoopScheduledTask
         do {
-            let payload = PortedPayload { freed.append("once") }
+            let payload = DeinitProbe { freed.append("once") }
             once = group.next().schedule(after: .seconds(3600)) { _ = payload; ran.append("once") }
-            let other = PortedPayload { freed.append("repeating") }
+            let other = DeinitProbe { freed.append("repeating") }
             repeating = group.next().scheduleRepeating(initialDelay: .seconds(3600), every: .seconds(1)) { _ in
                 _ = other
                 ran.append("repeating")
@@ -413,7 +378,7 @@ struct PortedPeerGroupTests {
         #expect(repeating.isCancelled)
         #expect(Set(freed.elements) == ["once", "repeating"])
         #expect(ran.elements.isEmpty)
-        let completions = PortedCounter()
+        let completions = SharedCounter()
         repeating.cancel { completions.increment() }
         #expect(completions.value == 1)
         let late = group.next().schedule(after: .zero) { ran.append("late") }
@@ -525,7 +490,7 @@ struct PortedPeerGroupTests {
         let trace = Recorder<String>()
         let gate = DispatchSemaphore(value: 0)
         thread.loop.perform(inModes: ["ported-elsewhere"]) {  // a mode the thread never runs: only the drain runs it
-            let payload = PortedPayload { trace.append("freed") }
+            let payload = DeinitProbe { trace.append("freed") }
             handle.set(thread.loop.schedule(after: .zero) { _ = payload; trace.append("ran") })
             gate.signal()
         }
@@ -569,7 +534,7 @@ struct PortedPeerLibuvTests {
         defer { loop.invalidate() }
         let start = clock.now
         let fired = Recorder<Int>()
-        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(elapsedMs(clock.now, since: start)) }
+        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(elapsedMilliseconds(clock.now, since: start)) }
         loop.add(timer, forMode: .default)
         timer.setNextFireDate(start + .milliseconds(20))
         timer.setNextFireDate(start + .milliseconds(30))
@@ -585,7 +550,7 @@ struct PortedPeerLibuvTests {
         let start = clock.now
         let fired = Recorder<Int>()
         let timer = LoopTimer(interval: .milliseconds(50), repeats: true) { _ in
-            fired.append(elapsedMs(clock.now, since: start))
+            fired.append(elapsedMilliseconds(clock.now, since: start))
         }
         loop.add(timer, forMode: .default)
         loop.run(mode: .default, before: start + .milliseconds(20))
@@ -604,10 +569,10 @@ struct PortedPeerLibuvTests {
         let start = clock.now
         let fires = Recorder<String>()
         let b = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
-            fires.append("b@\(elapsedMs(clock.now, since: start))")
+            fires.append("b@\(elapsedMilliseconds(clock.now, since: start))")
         }
         let a = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
-            fires.append("a@\(elapsedMs(clock.now, since: start))")
+            fires.append("a@\(elapsedMilliseconds(clock.now, since: start))")
             b.setNextFireDate(clock.now)
         }
         loop.add(a, forMode: .default)
@@ -644,7 +609,7 @@ struct PortedPeerLibuvTests {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
-        let fired = PortedCounter()
+        let fired = SharedCounter()
         loop.add(LoopTimer(interval: .zero) { _ in fired.increment() }, forMode: .default)
         #expect(loop.run(mode: .default, before: clock.now) == .timedOut)  // timedOut wins over finished
         #expect(fired.value == 1)
@@ -657,10 +622,10 @@ struct PortedPeerLibuvTests {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
-        let passes = PortedCounter()
+        let passes = SharedCounter()
         let firesPerPass = Recorder<Int>()
         loop.add(LoopObserver(activities: .beforeTimers) { _, _ in passes.increment() }, forMode: .default)
-        let fires = PortedCounter()
+        let fires = SharedCounter()
         loop.add(LoopTimer(interval: .milliseconds(1)) { timer in
             firesPerPass.append(passes.value)
             if fires.increment() < 5 {
@@ -682,7 +647,7 @@ struct PortedPeerLibuvTests {
         let fired = Recorder<Int>()
         loop.perform {
             clock.advance(by: .milliseconds(50))  // a long callback
-            loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired.append(elapsedMs(clock.now, since: start)) },
+            loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired.append(elapsedMilliseconds(clock.now, since: start)) },
                      forMode: .default)
         }
         #expect(loop.run(mode: .default, before: start + .seconds(1)) == .finished)
@@ -697,7 +662,7 @@ struct PortedPeerLibuvTests {
         defer { loop.invalidate() }
         let start = clock.now
         let fired = Recorder<Int>()
-        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(elapsedMs(clock.now, since: start)) }
+        let timer = LoopTimer(interval: .milliseconds(10)) { _ in fired.append(elapsedMilliseconds(clock.now, since: start)) }
         loop.add(timer, forMode: .default)
         loop.remove(timer, forMode: .default)
         timer.setNextFireDate(start + .milliseconds(30))
@@ -711,7 +676,7 @@ struct PortedPeerLibuvTests {
     @Test func aSelfRequeuingBlockDoesNotStarveATimer() throws {
         let loop = try Loop()
         defer { loop.invalidate() }
-        let spins = PortedCounter()
+        let spins = SharedCounter()
         let running = LoopLock(true)
         @Sendable func spin() {
             spins.increment()
@@ -736,7 +701,7 @@ struct PortedPeerLibuvTests {
     @Test func aSelfSignallingSourceDoesNotStarveATimer() throws {
         let loop = try Loop()
         defer { loop.invalidate() }
-        let spins = PortedCounter()
+        let spins = SharedCounter()
         let source = LoopSource { source in
             spins.increment()
             source.signal()
@@ -765,7 +730,7 @@ struct PortedPeerLibuvTests {
         let start = clock.now
         let fired = Recorder<Int>()
         let timer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
-            fired.append(elapsedMs(clock.now, since: start))
+            fired.append(elapsedMilliseconds(clock.now, since: start))
             if fired.count == 3 { loop.stop() }
         }
         loop.add(timer, forMode: .default)
@@ -784,10 +749,10 @@ struct PortedPeerLibuvTests {
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
         let start = clock.now
-        let fired = PortedCounter()
+        let fired = SharedCounter()
         let timer = LoopTimer(interval: .milliseconds(1), repeats: true) { _ in fired.increment() }
         loop.add(timer, forMode: .default)
-        let waits = PortedCounter()
+        let waits = SharedCounter()
         loop.add(LoopObserver(activities: .beforeWaiting) { _, _ in
             if waits.increment() == 3 { loop.stop() }
         }, forMode: .default)
@@ -924,7 +889,7 @@ struct PortedPeerFoundationTests {
         #expect(loop.run(mode: .default, before: start + .milliseconds(100)) == .timedOut)
         #expect(clock.now == start + .milliseconds(100))
         // A timer is not a source: a run that returns after a source keeps going past the timer's fire.
-        let fired = PortedCounter()
+        let fired = SharedCounter()
         loop.add(LoopTimer(interval: .milliseconds(10)) { _ in fired.increment() }, forMode: .default)
         let source = LoopSource { _ in }
         loop.add(source, forMode: .default)
@@ -950,7 +915,7 @@ struct PortedPeerFoundationTests {
         let custom: LoopMode = "ported-custom"
         let fires = Recorder<String>()
         let tick = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
-            fires.append("\(elapsedMs(clock.now, since: start)) \(loop.currentMode?.name ?? "-")")
+            fires.append("\(elapsedMilliseconds(clock.now, since: start)) \(loop.currentMode?.name ?? "-")")
         }
         loop.add(tick, forMode: .common)
         loop.addCommonMode(custom)
@@ -975,7 +940,7 @@ struct PortedPeerFoundationTests {
         let fires = Recorder<String>()
         let box = LoopLock<LoopTimer?>(nil)
         let outer = LoopTimer(interval: .milliseconds(10), repeats: true) { _ in
-            fires.append("outer \(elapsedMs(clock.now, since: start))")
+            fires.append("outer \(elapsedMilliseconds(clock.now, since: start))")
             let result = loop.run(mode: .tracking, before: start + .milliseconds(45))
             fires.append("nested \(result)")
         }
@@ -1040,7 +1005,7 @@ struct PortedPeerFoundationTests {
         let start = clock.now
         let fired = Recorder<Int>()
         let timer = LoopTimer(fireAt: start - .milliseconds(25), interval: .milliseconds(10), repeats: true) { _ in
-            fired.append(elapsedMs(clock.now, since: start))
+            fired.append(elapsedMilliseconds(clock.now, since: start))
         }
         loop.add(timer, forMode: .default)
         loop.run(mode: .default, before: start + .milliseconds(16))
