@@ -15,12 +15,15 @@ enum DemoCommand: Equatable {
     case phases(CommonOptions)
     case hitches(HitchesOptions)
     case echo(EchoOptions)
+    /// `main-queue`: the main queue and `@MainActor` code on the main thread's loop, or on what `runner` names.
+    case mainQueue(MainQueueProbe.Runner)
     /// Print the help of a command (`nil`: the overview) and exit 0.
     case help(Name?)
 
     /// The subcommands.
     enum Name: String, CaseIterable, Sendable {
         case tracking, phases, hitches, echo
+        case mainQueue = "main-queue"
     }
 
     /// Options every command takes.
@@ -82,6 +85,7 @@ enum DemoCommand: Equatable {
         var tracking = TrackingOptions()
         var hitches = HitchesOptions()
         var echo = EchoOptions()
+        var runner: MainQueueProbe.Runner?
         while let argument = rest.popFirst() {
             guard argument.hasPrefix("-"), argument != "-" else {
                 throw UsageError(description: "unexpected argument '\(argument)'")
@@ -129,9 +133,15 @@ enum DemoCommand: Equatable {
                 tracking.interactive = true
             case ("--json", .tracking) where attached == nil:
                 tracking.json = true
+            case ("--foundation", .mainQueue) where attached == nil, ("--host-driver", .mainQueue) where attached == nil:
+                let chosen: MainQueueProbe.Runner = option == "--foundation" ? .foundation : .hostDriver
+                if let runner, runner != chosen {
+                    throw UsageError(description: "--foundation and --host-driver cannot be combined")
+                }
+                runner = chosen
             default:
                 let known = ["--trace", "--no-color", "--fps", "--duration", "--interactive", "--json", "--port", "--loops",
-                             "--spare-descriptors"].contains(option)
+                             "--spare-descriptors", "--foundation", "--host-driver"].contains(option)
                 throw UsageError(description: known && attached != nil
                     ? "\(option) takes no value"
                     : "unknown option '\(option)' for '\(name.rawValue)'")
@@ -151,6 +161,8 @@ enum DemoCommand: Equatable {
             return .hitches(hitches)
         case .echo:
             return .echo(echo)
+        case .mainQueue:
+            return .mainQueue(runner ?? .loopKit)
         }
     }
 

@@ -7,6 +7,7 @@ enum DemoHelp {
                loop-demo phases [--trace FILE] [--no-color]
                loop-demo hitches [--duration SECONDS] [--trace FILE] [--no-color]
                loop-demo echo [--port N] [--loops K] [--spare-descriptors N]
+               loop-demo main-queue [--foundation | --host-driver]
                loop-demo help [COMMAND]
         """
 
@@ -18,6 +19,7 @@ enum DemoHelp {
         case .phases: self.phases
         case .hitches: self.hitches
         case .echo: self.echo
+        case .mainQueue: self.mainQueue
         }
     }
 
@@ -41,7 +43,8 @@ enum DemoHelp {
                      hitch monitor
           echo       a TCP echo server on 127.0.0.1, on a loop group
           main-queue DispatchQueue.main and @MainActor code on Loop.main (with
-                     --foundation: the same program on Foundation's RunLoop.main)
+                     --foundation: the same program on Foundation's RunLoop.main;
+                     with --host-driver: Loop.main driven by a poll(2) host loop)
 
         \(usage)
 
@@ -127,6 +130,24 @@ enum DemoHelp {
           --spare-descriptors N
                                once set up, lower the descriptor limit so that only
                                N more can be opened, to see it run out and survive
+          -h, --help           show this help
+        """
+
+    private static let mainQueue = """
+        loop-demo main-queue: the main queue and @MainActor code on Loop.main.
+
+        The main thread runs Loop.main in its common modes, and DispatchQueue.main.async,
+        Task { @MainActor in } and MainActor.run all run between the loop's callouts,
+        without Foundation. Then the loop runs a mode that is not common for 100 ms: the
+        main queue waits, as on CFRunLoop, and runs once a common mode runs again.
+        Prints one line per check and exits 0 when every one ran (1 otherwise).
+
+        usage: loop-demo main-queue [options]
+
+        options:
+          --foundation         the same program on Foundation's RunLoop.main
+          --host-driver        Loop.main driven by a poll(2) host loop through a
+                               LoopHostDriver, as a GUI toolkit's main loop would
           -h, --help           show this help
         """
 }

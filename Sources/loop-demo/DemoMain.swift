@@ -25,7 +25,8 @@ enum DemoMain {
     }
 
     /// Runs `loop-demo` with `arguments` (without the program name) on the calling thread, which must be the main
-    /// thread for the demos (they run `Loop.main`); parse errors and help need no loop.
+    /// thread for the demos (they run `Loop.main`; `main-queue` needs the process's real main thread, so the tests run
+    /// it in a child process); parse errors and help need no loop.
     @available(*, noasync)
     static func run(arguments: [String]) -> Int32 {
         let command: DemoCommand
@@ -48,6 +49,8 @@ enum DemoMain {
                 return try HitchesDemo(options: options).run()
             case .echo(let options):
                 return try EchoServer(options: options).run()
+            case .mainQueue(let runner):
+                return MainQueueProbe.run(runner)
             }
         } catch {
             Terminal.restore()

@@ -25,6 +25,20 @@ enum Terminal {
     /// Standard error's descriptor.
     static let standardError: CInt = STDERR_FILENO
 
+    /// Opens /dev/null on each of the standard descriptors that is closed (the program was started with `<&-` or
+    /// `>&-`). Otherwise the next socket, pipe or file would take that number, and be read as the keyboard or written
+    /// as the output: the echo server's listening socket became standard output, and its first line raised SIGPIPE.
+    /// Main thread, before anything else opens a descriptor.
+    static func openMissingStandardDescriptors() {
+        for descriptor in [Self.standardInput, Self.standardOutput, Self.standardError]
+        where fcntl(descriptor, F_GETFD) == -1 && errno == EBADF {
+            let opened = open("/dev/null", O_RDWR)  // the lowest free number: this one, the lower ones being open
+            if opened >= 0 && opened != descriptor {
+                close(opened)  // not expected; leave the number closed rather than hold a stray descriptor
+            }
+        }
+    }
+
     /// Whether `descriptor` is a terminal (isatty(3)).
     static func isTerminal(_ descriptor: CInt) -> Bool {
         isatty(descriptor) == 1
