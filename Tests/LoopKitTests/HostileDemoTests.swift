@@ -54,8 +54,8 @@ struct HostileDemoTests {
         let finished = Finished(
             status: process.terminationStatus,
             wasSignalled: process.terminationReason == .uncaughtSignal,
-            output: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
-            errors: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
+            output: readTextFile(outURL.path) ?? "",
+            errors: readTextFile(errURL.path) ?? "")
         return (finished, timedOut)
     }
 
@@ -237,7 +237,7 @@ struct HostileDemoTests {
 
     /// Whether process `pid` has a handler for `signal` (its `SigCgt` mask in /proc).
     static func catches(_ signal: Int32, pid: pid_t) -> Bool {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+        guard let status = readTextFile("/proc/\(pid)/status"),
               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
               let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16)
         else { return false }
@@ -261,7 +261,7 @@ struct HostileDemoTests {
 extension HostileDemoTests {
     /// The server's resident memory, in KiB.
     static func residentKiB(_ pid: pid_t) throws -> Int {
-        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let status = try #require(readTextFile("/proc/\(pid)/status"))
         let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") })
         return try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
     }
