@@ -139,6 +139,10 @@ static inline void cloopkit_prefetch_write(const void *address) {
     __builtin_prefetch(address, 1, 3);
 }
 
+/// Does nothing, out of the Swift optimizer's sight: a call it cannot see into may release any object, so no retain
+/// or release is moved across it. `WordLock` releases its word behind one (see there). Not inline, on purpose.
+void cloopkit_reference_count_fence(void);
+
 #ifdef __cplusplus
 }
 #endif

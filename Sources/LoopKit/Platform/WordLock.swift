@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CLoopKitSystem
 import Synchronization
 
 /// A lock in one atomic word, stored inside the object whose state it guards: for state that is rarely contended and
@@ -17,7 +18,8 @@ import Synchronization
 /// an ordinary holder preempted there could never finish. That costs a waiter a slice or a short sleep under real
 /// contention, which is why this lock only guards state whose critical sections are a few loads and stores and whose
 /// other threads come rarely (a `setNextFireDate` from another thread against the loop's fires). ThreadSanitizer sees
-/// the acquiring and releasing operations, so the state it guards needs no suppression. Any thread.
+/// the acquiring and releasing operations, so the state it guards needs no suppression. A value copied out of the
+/// guarded state is retained before the lock is let go of, as under a mutex (see `withLock`). Any thread.
 struct WordLock: ~Copyable, Sendable {
     /// 0 while free, 1 while held.
     private let word = Atomic<UInt32>(0)
@@ -32,7 +34,14 @@ struct WordLock: ~Copyable, Sendable {
         if !self.word.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged {
             self.waitAndLock()
         }
-        defer { self.word.store(0, ordering: .releasing) }
+        defer {
+            // Swift's reference-counting code motion does not take an atomic store for a release of anything: it
+            // sank the retain of a callback that `body` copied out of the guarded state to after this store, where
+            // another thread could take the lock and free the callback first (a timer invalidated from another
+            // thread as it fired, in optimized builds only). No retain or release crosses this opaque call.
+            cloopkit_reference_count_fence()
+            self.word.store(0, ordering: .releasing)
+        }
         return try body()
     }
 
