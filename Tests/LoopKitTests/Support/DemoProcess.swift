@@ -7,13 +7,23 @@ final class DemoProcess {
     private let output = Pipe()
     private let errors = Pipe()
 
-    /// Starts `loop-demo` with `arguments`.
+    /// How long a started `loop-demo` may run before it is killed: a hang guard, so that a server that never ends
+    /// fails its test (its reads see the end of its output) instead of blocking the whole suite.
+    static let lifetimeLimit: Double = 180
+
+    /// Starts `loop-demo` with `arguments`; it is killed if it still runs after `lifetimeLimit` seconds.
     init(_ arguments: [String]) throws {
         self.process.executableURL = try Self.executable()
         self.process.arguments = arguments
         self.process.standardOutput = self.output
         self.process.standardError = self.errors
         try self.process.run()
+        let process = self.process
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.lifetimeLimit) {
+            guard process.isRunning else { return }
+            print("DemoProcess: loop-demo \(arguments.joined(separator: " ")) still ran after \(Self.lifetimeLimit) s; killed")
+            kill(process.processIdentifier, SIGKILL)
+        }
     }
 
     /// The `loop-demo` built beside this test bundle (or in the package's debug folder).
