@@ -229,6 +229,20 @@ extension Loop {
         self.state.pending.contains(.stop) && self.state.withLock { $0.takeStop() }
     }
 
+    /// Announces the wait of a `LoopHostDriver`'s host, ending in the same lock round trip one announced before and
+    /// not ended since. Loop thread.
+    ///
+    /// - Returns: Whether the wait is announced; `false` when queued work, a stop or a wake-up refuses it.
+    func announceHostWait() -> Bool {
+        let wasAnnounced = self.isHostWaitAnnounced
+        let channel = self.state.withLock { state in
+            if wasAnnounced { _ = state.endWait() }
+            return state.beginWait()
+        }
+        self.isHostWaitAnnounced = channel != nil
+        return self.isHostWaitAnnounced
+    }
+
     /// Ends the wait a `LoopHostDriver` announced for its host, if one is announced. Loop thread.
     func endHostWait() {
         guard self.isHostWaitAnnounced else { return }

@@ -65,11 +65,7 @@ public final class LoopGroup: Sendable {
     /// name: the index is what tells the threads apart.
     static func threadName(_ name: String, _ index: Int) -> String {
         let suffix = "-\(index)"
-        var prefix = Substring(name)
-        while prefix.utf8.count + suffix.utf8.count > PlatformThread.maximumNameBytes, !prefix.isEmpty {
-            prefix = prefix.dropLast()
-        }
-        return prefix + suffix
+        return PlatformThread.fittingName(name, reserving: suffix.utf8.count) + suffix
     }
 
     /// Shuts every loop down and joins every thread, then calls `completion` on the thread that joined them (at once

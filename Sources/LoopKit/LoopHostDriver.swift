@@ -99,11 +99,9 @@ public final class LoopHostDriver {
         }
         // A wait an earlier prepare() announced, with no dispatch() since (GLib prepares again when its poll woke for
         // other sources), is announced afresh: what arrived meanwhile must make this answer `.zero` too.
-        self.loop.endHostWait()
-        guard self.loop.state.withLock({ $0.beginWait() }) != nil else {
+        guard self.loop.announceHostWait() else {
             return .zero  // queued work, a stop or a wake-up: dispatch at once
         }
-        self.loop.isHostWaitAnnounced = true
         guard let next = self.loop.nextTimerWake(in: items) else {
             _ = self.deadlineTimer?.set(nil)
             return nil

@@ -130,6 +130,7 @@ enum DemoHelp {
           --spare-descriptors N
                                once set up, lower the descriptor limit so that only
                                N more can be opened, to see it run out and survive
+                               (a limit that leaves fewer stays)
           -h, --help           show this help
         """
 

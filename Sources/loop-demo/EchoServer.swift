@@ -122,7 +122,7 @@ final class EchoServer {
 
     /// Lowers the process's soft descriptor limit so that `spare` more descriptors can be opened (the lowest free
     /// numbers; the limit bounds numbers, and descriptors inherited from the parent may hold some), to see the
-    /// server survive running out of them.
+    /// server survive running out of them. A limit that leaves fewer than `spare` already stays as it is.
     private static func limitDescriptors(spare: Int) throws(DemoError) {
         var limit: CInt = 0
         var free = 0
@@ -134,6 +134,10 @@ final class EchoServer {
         }
         var current = rlimit()
         getrlimit(RLIMIT_NOFILE_VALUE, &current)
+        guard rlim_t(limit) < current.rlim_cur else {  // lowers only: the numbers past the limit counted as free
+            Self.log("the descriptor limit (\(current.rlim_cur)) leaves fewer than \(spare) spare already; it stays")
+            return
+        }
         current.rlim_cur = rlim_t(limit)
         guard setrlimit(RLIMIT_NOFILE_VALUE, &current) == 0 else {
             throw DemoError("cannot limit descriptors to \(limit): \(EchoSocket.describe(errno))")

@@ -60,11 +60,12 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
     static let maximumNameBytes = 63
     #endif
 
-    /// `name` cut short at a character to `maximumNameBytes`: the system would cut it at a byte, which may be inside a
-    /// character and leave a broken one for debuggers and `ps`.
-    static func fittingName(_ name: String) -> String {
+    /// `name` cut short at a character to `maximumNameBytes` less `reserved` (the bytes of a suffix the caller adds):
+    /// the system would cut it at a byte, which may be inside a character and leave a broken one for debuggers and
+    /// `ps`.
+    static func fittingName(_ name: String, reserving reserved: Int = 0) -> String {
         var fitting = Substring(name)
-        while fitting.utf8.count > Self.maximumNameBytes {
+        while fitting.utf8.count + reserved > Self.maximumNameBytes, !fitting.isEmpty {
             fitting = fitting.dropLast()
         }
         return String(fitting)

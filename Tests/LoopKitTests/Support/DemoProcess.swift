@@ -11,10 +11,17 @@ final class DemoProcess {
     /// fails its test (its reads see the end of its output) instead of blocking the whole suite.
     static let lifetimeLimit: Double = 180
 
-    /// Starts `loop-demo` with `arguments`; it is killed if it still runs after `lifetimeLimit` seconds.
-    init(_ arguments: [String]) throws {
-        self.process.executableURL = try Self.executable()
-        self.process.arguments = arguments
+    /// Starts `loop-demo` with `arguments` (under a descriptor limit of `descriptorLimit`, set by the shell that
+    /// starts it, when given); it is killed if it still runs after `lifetimeLimit` seconds.
+    init(_ arguments: [String], descriptorLimit: Int? = nil) throws {
+        if let descriptorLimit {
+            self.process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            self.process.arguments = ["-c", "ulimit -n \(descriptorLimit) && exec \"$0\" \"$@\"",
+                                      try Self.executable().path] + arguments
+        } else {
+            self.process.executableURL = try Self.executable()
+            self.process.arguments = arguments
+        }
         self.process.standardOutput = self.output
         self.process.standardError = self.errors
         try self.process.run()
