@@ -1047,10 +1047,11 @@ struct HostileDisplayLinkTests {
         let link = LoopDisplayLink(preferredRate: 120) { _, _ in frames.increment() }
         let nestedRuns = AtomicCounter()
         let dragging = AtomicCounter()
+        dragging.store(1)  // here, not in the timer: a timer late past the end of the drag would start it for good
         let drag = LoopTimer(interval: .milliseconds(1)) { _ in
-            dragging.store(1)
             while dragging.current == 1 {
-                thread.loop.run(mode: .tracking, before: thread.loop.now + .milliseconds(20))
+                // A shutdown stops every run: the drag ends with it.
+                if thread.loop.run(mode: .tracking, before: thread.loop.now + .milliseconds(20)) == .stopped { break }
                 nestedRuns.increment()
             }
         }

@@ -337,11 +337,9 @@ struct LargeModeDescriptorTests {
         try loop.sleepOnceInEpoll()
         for source in sources { source.invalidate() }
         // No deadline, so the sleep is on the futex whatever the thread's timer slack; a stop ends it.
-        DispatchQueue.global().async {
-            _ = waitUntil(limit: .seconds(10)) { loop.isWaiting }
-            loop.stop()
-        }
-        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        let (result, restops) = loop.runStoppedFromAnotherThread()
+        #expect(result == .stopped)
+        #expect(restops == 0)
         #expect(self.registry(of: loop) == nil)
     }
 
@@ -546,14 +544,11 @@ struct LargeModeDescriptorTests {
         #expect(reports.count == 1)
         timer.invalidate()
         let wakes = self.recordWakeUps(of: loop)
-        let stopper = startThread {
-            guard waitUntil({ loop.isWaiting }) else { return }
+        let (result, restops) = loop.runStoppedFromAnotherThread {
             usleep(30_000)  // past the instant the timer was armed for
-            loop.stop()
         }
-        defer { stopper.join() }
-
-        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        #expect(result == .stopped)
+        #expect(restops == 0)
         #expect(wakes.count == 1)  // the stop's: no wake-up at the old timer's instant
     }
 

@@ -749,11 +749,13 @@ struct PortedPeerRound2ExecutorTests {
         let plain = Round2LoopActor(executor: LoopExecutor(loop: loop, modes: [.default]))
         let tracking = Round2Flag()
         let endDrag = Round2Flag()
+        defer { endDrag.set() }  // before the join above, whichever way the test ends: the drag must end for it
         loop.perform {
             loop.add(round2KeepAlive(), forMode: .tracking)
             tracking.set()
             while !endDrag.value {
-                loop.run(mode: .tracking, before: loop.now + .milliseconds(5))
+                // A shutdown stops every run: the drag ends with it.
+                if loop.run(mode: .tracking, before: loop.now + .milliseconds(5)) == .stopped { break }
             }
             tracking.set(false)
         }

@@ -60,7 +60,7 @@ struct RemovedAndAdoptedItemTests {
             _ = waitUntil { loop.isWaiting }
             pipe.write()
         }
-        loop.run(mode: .default, before: .distantFuture)
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(60)) == .stopped)
         writer.join()
         stopper.invalidate()
         #expect(reads.elements == ["x"])

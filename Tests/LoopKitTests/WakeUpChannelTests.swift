@@ -20,7 +20,7 @@ struct WakeUpChannelTests {
         #expect(!futex.hasUnreadWakeUp)
         futex.notify()
         #expect(futex.hasUnreadWakeUp)
-        #expect(futex.wait(until: nil))  // would sleep for ever otherwise
+        #expect(futex.wait(until: SystemLoopClock().now.nanoseconds + 30_000_000_000))  // a lost one: 30 s, false
         futex.consume()
         #expect(!futex.hasUnreadWakeUp)
     }
@@ -37,7 +37,7 @@ struct WakeUpChannelTests {
     @Test func aFutexWaitEndsWhenAnotherThreadNotifies() throws {
         let futex = try #require(WakeupFutex())
         DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) { futex.notify() }
-        #expect(futex.wait(until: nil))
+        #expect(futex.wait(until: SystemLoopClock().now.nanoseconds + 30_000_000_000))  // a lost one: 30 s, false
         futex.consume()
     }
 

@@ -177,6 +177,29 @@ extension Loop {
         try #require(condition())
     }
 
+    /// Runs `mode` with no deadline while another thread stops it once the run sleeps (after `afterItSleeps`). A stop
+    /// that comes while no run is active does nothing, so a stop from a thread that gave up waiting for the sleep would
+    /// leave the run asleep for good: the thread stops the run again every 10 s until it has returned, and counts
+    /// those stops (`restops`, 0 unless the first stop was lost).
+    func runStoppedFromAnotherThread(
+        mode: LoopMode = .default, afterItSleeps: @escaping @Sendable () -> Void = {}
+    ) -> (result: RunResult, restops: Int) {
+        let returned = AtomicCounter()
+        let restops = AtomicCounter()
+        let stopper = startThread {
+            if waitUntil({ self.isWaiting }) { afterItSleeps() }
+            self.stop()
+            while !waitUntil(limit: .seconds(10), { returned.current == 1 }) {
+                restops.increment()
+                self.stop()
+            }
+        }
+        let result = self.run(mode: mode, before: .distantFuture)
+        returned.store(1)
+        stopper.join()
+        return (result, restops.current)
+    }
+
     /// Runs `mode` until a run has slept in the mode's epoll set, which registers its descriptor sources there.
     func sleepOnceInEpoll(mode: LoopMode = .default) throws {
         try self.runBriefly(mode: mode) { self.epollRegistry(of: mode) != nil }
