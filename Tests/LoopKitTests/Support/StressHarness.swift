@@ -242,24 +242,28 @@ final class StressHarness: Sendable {
                       callbacks: self.callbacks.current, failures: failures)
     }
 
-    /// Ends the process with every thread's state when nothing has progressed for 30 s: a hang must not hang CI.
+    /// Ends the process with every thread's state when nothing has progressed for 30 s, or when the run goes on
+    /// 150 s past its workers' time (a stuck worker while other workers' repeating timers still count as progress):
+    /// a hang must not hang CI.
     private func watch() {
         var last = -1
         var stalledSince = ContinuousClock.now
+        let giveUp = ContinuousClock.now + self.duration + .seconds(150)
         while !self.isFinished.load(ordering: .acquiring) {
             usleep(100_000)
             let now = self.progress.load(ordering: .relaxed) &+ self.callbacks.current
             if now != last {
                 last = now
                 stalledSince = ContinuousClock.now
-            } else if ContinuousClock.now - stalledSince > .seconds(30) {
+            }
+            if ContinuousClock.now - stalledSince > .seconds(30) || ContinuousClock.now > giveUp {
                 let states = self.states.withLock { $0 }.enumerated().map { "  worker \($0.offset): \($0.element)" }
                 let loops = self.targets.map {
                     "  loop \($0.index): waiting \($0.loop.isWaiting), nesting \($0.nestingDepth.load(ordering: .relaxed)), "
                         + "stop-mode runs begun \($0.stopRunsBegun.load(ordering: .relaxed)), "
                         + "ended \($0.stopRunsEnded.load(ordering: .relaxed))"
                 }
-                fatalError("stress seed \(self.seed): no progress for 30 s\n"
+                fatalError("stress seed \(self.seed): no progress for 30 s, or still running 150 s past its time\n"
                     + (states + loops).joined(separator: "\n"))
             }
         }
