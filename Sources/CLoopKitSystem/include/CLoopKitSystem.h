@@ -140,7 +140,7 @@ static inline void cloopkit_prefetch_write(const void *address) {
 }
 
 /// Does nothing, out of the Swift optimizer's sight: a call it cannot see into may release any object, so no retain
-/// or release is moved across it. `WordLock` releases its word behind one (see there). Not inline, on purpose.
+/// or release is moved across it. `WordLock` releases its word between two (see there). Not inline, on purpose.
 void cloopkit_reference_count_fence(void);
 
 #ifdef __cplusplus

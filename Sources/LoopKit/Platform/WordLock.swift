@@ -38,9 +38,12 @@ struct WordLock: ~Copyable, Sendable {
             // Swift's reference-counting code motion does not take an atomic store for a release of anything: it
             // sank the retain of a callback that `body` copied out of the guarded state to after this store, where
             // another thread could take the lock and free the callback first (a timer invalidated from another
-            // thread as it fired, in optimized builds only). No retain or release crosses this opaque call.
+            // thread as it fired, in optimized builds only). No retain or release crosses these opaque calls: none
+            // moves out of the lock, and none into it (a release moved in would run a capture's deinit, user code,
+            // under the lock).
             cloopkit_reference_count_fence()
             self.word.store(0, ordering: .releasing)
+            cloopkit_reference_count_fence()
         }
         return try body()
     }
