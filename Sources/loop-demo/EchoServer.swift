@@ -122,20 +122,20 @@ final class EchoServer {
 
     /// Lowers the process's soft descriptor limit so that `spare` more descriptors can be opened (the lowest free
     /// numbers; the limit bounds numbers, and descriptors inherited from the parent may hold some), to see the
-    /// server survive running out of them. A limit that leaves fewer than `spare` already stays as it is.
+    /// server survive running out of them. A limit that leaves no more than `spare` already stays as it is.
     private static func limitDescriptors(spare: Int) throws(DemoError) {
+        var current = rlimit()
+        getrlimit(RLIMIT_NOFILE_VALUE, &current)
         var limit: CInt = 0
         var free = 0
-        while free < spare {
+        while free < spare && rlim_t(limit) < current.rlim_cur {  // only the numbers the limit lets the process open
             if fcntl(limit, F_GETFD) == -1 && errno == EBADF {
                 free += 1
             }
             limit += 1
         }
-        var current = rlimit()
-        getrlimit(RLIMIT_NOFILE_VALUE, &current)
-        guard rlim_t(limit) < current.rlim_cur else {  // lowers only: the numbers past the limit counted as free
-            Self.log("the descriptor limit (\(current.rlim_cur)) leaves fewer than \(spare) spare already; it stays")
+        guard rlim_t(limit) < current.rlim_cur else {  // lowers only
+            Self.log("the descriptor limit (\(current.rlim_cur)) leaves at most \(spare) spare already; it stays")
             return
         }
         current.rlim_cur = rlim_t(limit)

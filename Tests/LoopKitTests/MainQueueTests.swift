@@ -13,10 +13,7 @@ struct MainQueueTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
-        // A hang guard (the probe gives up on its own after 20 s): killed, its output ends and the test fails.
-        DispatchQueue.global().asyncAfter(deadline: .now() + 120) {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        }
+        process.killIfStillRunning(after: 120, "loop-demo main-queue \(arguments)")  // it gives up by itself at 20 s
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: output, as: UTF8.self))

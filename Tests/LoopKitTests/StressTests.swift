@@ -9,7 +9,8 @@ import Testing
 /// Many threads doing random cross-thread operations on a few running loops, then checking that nothing was lost
 /// (`StressHarness`). Seeded: a failure prints its seed, and `LOOPKIT_STRESS_SEED=<seed>` replays it (the threads'
 /// interleaving differs from run to run, so a replay retries the same operations, not the same schedule).
-/// `LOOPKIT_STRESS_SECONDS` sets how long the workers run (`defaultSeconds` by default; CI's sanitizer runs shorten it).
+/// `LOOPKIT_STRESS_SECONDS` sets how long the workers run (`defaultSeconds` unless set; CI's sanitizer runs shorten
+/// it).
 @Suite("Stress", .serialized)
 struct StressTests {
     /// 5 s in a debug build; 15 s in an optimized one, the only build in which the optimizer's own reorderings can

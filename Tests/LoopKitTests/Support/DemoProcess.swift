@@ -25,12 +25,7 @@ final class DemoProcess {
         self.process.standardOutput = self.output
         self.process.standardError = self.errors
         try self.process.run()
-        let process = self.process
-        DispatchQueue.global().asyncAfter(deadline: .now() + Self.lifetimeLimit) {
-            guard process.isRunning else { return }
-            print("DemoProcess: loop-demo \(arguments.joined(separator: " ")) still ran after \(Self.lifetimeLimit) s; killed")
-            kill(process.processIdentifier, SIGKILL)
-        }
+        self.process.killIfStillRunning(after: Self.lifetimeLimit, "loop-demo \(arguments.joined(separator: " "))")
     }
 
     /// The `loop-demo` built beside this test bundle (or in the package's debug folder).
@@ -92,6 +87,18 @@ final class DemoProcess {
         if self.process.isRunning {
             kill(self.pid, SIGKILL)
             self.process.waitUntilExit()
+        }
+    }
+}
+
+extension Process {
+    /// A hang guard for a started process: kills it (SIGKILL) if it still runs after `seconds`, saying so, so that
+    /// whatever waits for it (its output's end, its exit) ends and the test fails instead of blocking the suite.
+    func killIfStillRunning(after seconds: Double, _ description: String) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) {
+            guard self.isRunning else { return }
+            print("\(description) still ran after \(seconds) s; killed")
+            kill(self.processIdentifier, SIGKILL)
         }
     }
 }

@@ -53,7 +53,8 @@ final class LoopbackClient: @unchecked Sendable {
     func receive(upTo limit: Int = .max, timeout: Duration = .seconds(30)) throws -> [UInt8] {
         // At least 1 µs: a zero timeval would mean no timeout at all.
         let (seconds, attoseconds) = timeout.components
-        var timeval = timeval(tv_sec: Int(seconds), tv_usec: max(Int(attoseconds / 1_000_000_000_000), seconds > 0 ? 0 : 1))
+        let microseconds = max(Int(attoseconds / 1_000_000_000_000), seconds > 0 ? 0 : 1)
+        var timeval = timeval(tv_sec: Int(seconds), tv_usec: microseconds)
         setsockopt(self.descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
