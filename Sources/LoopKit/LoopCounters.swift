@@ -16,6 +16,9 @@ package struct LoopCounters: Sendable, Hashable {
     /// Passes that woke from a sleep and then had nothing to do: no timer, source, block, stop or deadline. Only a
     /// wake-up for work in a mode that is not running makes one.
     package var emptyWakeUps: UInt64 = 0
+    /// Processors offered to other threads before a blocking wait (sched_yield(2)): a large mode's wait that follows
+    /// one that found descriptor sources ready offers it once (see `PollWaiter`).
+    package var processorOffers: UInt64 = 0
 
     /// The counts from `earlier` to `self`.
     package func since(_ earlier: LoopCounters) -> LoopCounters {
@@ -24,7 +27,8 @@ package struct LoopCounters: Sendable, Hashable {
             wakeUpDrains: self.wakeUpDrains &- earlier.wakeUpDrains,
             waits: self.waits &- earlier.waits,
             blockingWaits: self.blockingWaits &- earlier.blockingWaits,
-            emptyWakeUps: self.emptyWakeUps &- earlier.emptyWakeUps
+            emptyWakeUps: self.emptyWakeUps &- earlier.emptyWakeUps,
+            processorOffers: self.processorOffers &- earlier.processorOffers
         )
     }
 }
@@ -38,7 +42,8 @@ extension Loop {
             wakeUpDrains: counts.wakeUpDrains.load(ordering: .relaxed),
             waits: counts.waits.load(ordering: .relaxed),
             blockingWaits: counts.blockingWaits.load(ordering: .relaxed),
-            emptyWakeUps: self.emptyWakeUps.load(ordering: .relaxed)
+            emptyWakeUps: self.emptyWakeUps.load(ordering: .relaxed),
+            processorOffers: counts.processorOffers.load(ordering: .relaxed)
         )
     }
 }

@@ -530,6 +530,37 @@ struct LargeModeDescriptorTests {
         #expect(poller.timeouts.allSatisfy { $0 == 0 })
     }
 
+    /// A busy server's loop offers its processor to other runnable threads before it sleeps, so that it comes back to
+    /// a batch of ready descriptors instead of being woken for each; an idle loop, or one in a small mode, sleeps at once.
+    @Test(arguments: DescriptorWaitPath.allCases)
+    func aLargeModeOffersTheProcessorBeforeASleepOnlyRightAfterAWaitThatFoundSources(path: DescriptorWaitPath) throws {
+        let loop = try path.makeLoop()
+        defer { loop.invalidate() }
+        let pipe = try TestPipe()
+        let reads = Recorder<String>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+            reads.append(pipe.readAll())
+        }, forMode: .default)
+        if path == .epoll {
+            try loop.sleepOnceInEpoll()
+        }
+        let idle = loop.counters
+        pipe.write("x")
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+                    == .handledSource)
+        #expect(reads.elements == ["x"])
+        #expect(loop.counters.since(idle).processorOffers == 0)  // the waits before found nothing
+
+        let serving = loop.counters
+        #expect(loop.runStoppedFromAnotherThread().result == .stopped)
+        #expect(loop.counters.since(serving).processorOffers == (path == .epoll ? 1 : 0))
+
+        let stopped = loop.counters
+        #expect(loop.runStoppedFromAnotherThread().result == .stopped)  // the last wait ended for the stop alone
+        #expect(loop.counters.since(stopped).processorOffers == 0)
+        #expect(loop.counters.since(stopped).blockingWaits >= 1)
+    }
+
     @Test func aLargeModeWhoseLastTimerWasInvalidatedSleepsThroughTheInstantItWasArmedFor() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
         defer { loop.invalidate() }

@@ -112,6 +112,7 @@ final class WaitCounts: Sendable {
     let blockingWaits = Atomic<UInt64>(0)
     let wakeUpWrites = Atomic<UInt64>(0)
     let wakeUpDrains = Atomic<UInt64>(0)
+    let processorOffers = Atomic<UInt64>(0)
 
     func count(timeoutNanoseconds: Int64) {
         self.waits.wrappingAdd(1, ordering: .relaxed)

@@ -84,6 +84,13 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
         _ = try? nonBlockingCall("sched_setattr") { cloopkit_set_scheduler_slice(500_000) }
     }
 
+    /// Offers the calling thread's processor to another runnable thread before it would block (sched_yield(2)):
+    /// returns at once when no other thread waits for this processor, and otherwise when the scheduler picks the
+    /// caller again.
+    static func offerProcessor() {
+        _ = sched_yield()  // cannot fail on Linux or Darwin
+    }
+
     /// The calling thread's name as the kernel knows it (pthread_getname_np(3)), or `nil` if it has none.
     static var currentName: String? {
         var buffer = [CChar](repeating: 0, count: 64)

@@ -16,6 +16,13 @@ import Synchronization
 /// are idle. The deadline timer is used only for a clock that reads the system's monotonic clock; any other clock gets
 /// relative timeouts.
 ///
+/// A large mode's wait that would block right after a wait that found sources ready first offers the processor to
+/// any other runnable thread (`PlatformThread.offerProcessor()`). A busy server's loop then comes back to the
+/// descriptors that became ready meanwhile and serves them in one pass, where otherwise it would sleep and be woken
+/// for each: with more busy threads than processors (two loops and their client on two cores), every such sleep left
+/// a processor idle while a wake-up was in flight. A loop whose last wait found nothing (idle, or woken for a timer)
+/// sleeps at once.
+///
 /// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread
 /// only.
 // @unchecked Sendable: every `var` is touched only on the loop's thread (the waiter's only caller there); the members
@@ -53,6 +60,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     @exclusivity(unchecked) private var hasUnreadPipeWakeUp = false
     /// The last wait ended for the futex's wake-up, and it has not been consumed since.
     @exclusivity(unchecked) private var hasUnreadFutexWakeUp = false
+    /// The last wait (or look) found descriptor sources ready: the loop is serving I/O, and a large mode's next
+    /// blocking wait offers the processor first.
+    @exclusivity(unchecked) private var lastWaitFoundSources = false
     /// The loop's thread had at most 1 µs of timer slack when its run began (a `LoopThread`'s has): a futex wait then
     /// ends as close to its deadline as the timerfd does. With more (Linux's default is 50 µs), a wait with a deadline
     /// stays on the timerfd, which the kernel fires without slack.
@@ -187,6 +197,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         sleepingOn channel: WakeUpChannel,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome {
+        let start = ready.count
+        defer { self.lastWaitFoundSources = ready.count > start }
         if channel == .futex, let deadline, let futex = self.futex {
             if !self.registries.isEmpty {
                 _ = self.registry(forWaitingIn: items)  // a large mode left with no descriptors lets go of its set
@@ -244,16 +256,30 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             _ = self.deadlineTimer?.set(nil)
         }
         if firstSwept == 0, let timeout = self.epollTimeout(until: deadline) {
+            if timeout != 0 {
+                self.offerProcessorIfServing()
+            }
             return self.wait(inEpollOf: registry, timeoutMilliseconds: timeout, until: deadline, into: &ready)
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept])
         self.poller.append(registry.descriptor, events: .readable)
+        if let deadline, deadline == .distantFuture || deadline > self.clock.now {
+            self.offerProcessorIfServing()
+        }
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
         let outcome = self.collectPolled(readyCount, deadlineTimer: deadlineTimer, until: deadline, into: &ready)
         if readyCount > 0, !self.poller.events(at: self.poller.count - 1).isEmpty {
             _ = registry.collectReady(into: &ready) { _ = self.noteReport(of: $0, until: deadline) }
         }
         return outcome
+    }
+
+    /// Offers the processor to other runnable threads before a large mode's blocking wait, if the last wait found
+    /// sources ready (see the type's comment).
+    private func offerProcessorIfServing() {
+        guard self.lastWaitFoundSources else { return }
+        self.counts.processorOffers.wrappingAdd(1, ordering: .relaxed)
+        PlatformThread.offerProcessor()
     }
 
     /// The timeout of a wait in a large mode's epoll set until `deadline`: 0 for a look or a deadline that has passed,
