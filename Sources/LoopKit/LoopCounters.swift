@@ -16,8 +16,8 @@ package struct LoopCounters: Sendable, Hashable {
     /// Passes that woke from a sleep and then had nothing to do: no timer, source, block, stop or deadline. Only a
     /// wake-up for work in a mode that is not running makes one.
     package var emptyWakeUps: UInt64 = 0
-    /// Processors offered to other threads before a blocking wait (sched_yield(2)): a large mode's wait that follows
-    /// one that found descriptor sources ready offers it once (see `PollWaiter`).
+    /// Processors offered to other threads before a blocking wait (sched_yield(2)): a wait on descriptors that
+    /// follows one that found descriptor sources ready offers it once (see `PollWaiter`).
     package var processorOffers: UInt64 = 0
 
     /// The counts from `earlier` to `self`.

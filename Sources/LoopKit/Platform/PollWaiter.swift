@@ -16,12 +16,12 @@ import Synchronization
 /// are idle. The deadline timer is used only for a clock that reads the system's monotonic clock; any other clock gets
 /// relative timeouts.
 ///
-/// A large mode's wait that would block right after a wait that found sources ready first offers the processor to
+/// A wait on descriptors that would block right after a wait that found sources ready first offers the processor to
 /// any other runnable thread (`PlatformThread.offerProcessor()`). A busy server's loop then comes back to the
 /// descriptors that became ready meanwhile and serves them in one pass, where otherwise it would sleep and be woken
 /// for each: with more busy threads than processors (two loops and their client on two cores), every such sleep left
-/// a processor idle while a wake-up was in flight. A loop whose last wait found nothing (idle, or woken for a timer)
-/// sleeps at once.
+/// a processor idle while a wake-up was in flight. A loop whose last wait found nothing (idle, or woken for a timer
+/// or a block) sleeps at once, and so does a mode without descriptors (the futex).
 ///
 /// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread
 /// only.
@@ -60,8 +60,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     @exclusivity(unchecked) private var hasUnreadPipeWakeUp = false
     /// The last wait ended for the futex's wake-up, and it has not been consumed since.
     @exclusivity(unchecked) private var hasUnreadFutexWakeUp = false
-    /// The last wait (or look) found descriptor sources ready: the loop is serving I/O, and a large mode's next
-    /// blocking wait offers the processor first.
+    /// The last wait (or look) found descriptor sources ready: the loop is serving I/O, and the next blocking wait
+    /// on descriptors offers the processor first.
     @exclusivity(unchecked) private var lastWaitFoundSources = false
     /// The loop's thread had at most 1 µs of timer slack when its run began (a `LoopThread`'s has): a futex wait then
     /// ends as close to its deadline as the timerfd does. With more (Linux's default is 50 µs), a wait with a deadline
@@ -212,6 +212,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             return self.wait(on: registry, until: deadline, deadlineTimer: deadlineTimer, into: &ready)
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: items.descriptorSources)
+        if let deadline, self.wouldBlock(until: deadline) {
+            self.offerProcessorIfServing()
+        }
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
         return self.collectPolled(readyCount, deadlineTimer: deadlineTimer, until: deadline, into: &ready)
     }
@@ -263,7 +266,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept])
         self.poller.append(registry.descriptor, events: .readable)
-        if let deadline, deadline == .distantFuture || deadline > self.clock.now {
+        if let deadline, self.wouldBlock(until: deadline) {
             self.offerProcessorIfServing()
         }
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
@@ -274,7 +277,12 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         return outcome
     }
 
-    /// Offers the processor to other runnable threads before a large mode's blocking wait, if the last wait found
+    /// Whether a wait until `deadline` may block (a wait whose deadline has passed only looks).
+    private func wouldBlock(until deadline: LoopInstant) -> Bool {
+        deadline == .distantFuture || deadline > self.clock.now
+    }
+
+    /// Offers the processor to other runnable threads before a blocking wait on descriptors, if the last wait found
     /// sources ready (see the type's comment).
     private func offerProcessorIfServing() {
         guard self.lastWaitFoundSources else { return }
