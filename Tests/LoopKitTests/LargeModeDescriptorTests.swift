@@ -531,8 +531,8 @@ struct LargeModeDescriptorTests {
     }
 
     /// A busy server's loop offers its processor to other runnable threads before it sleeps, so that it comes back to
-    /// a batch of ready descriptors instead of being woken for each; an idle loop sleeps at once. (Both paths: the
-    /// descriptor suites' helpers cannot see the counter.)
+    /// a batch of ready descriptors instead of being woken for each; an idle loop sleeps at once, and so does one whose
+    /// next timer is near. (Both paths: the descriptor suites' helpers cannot see the counter.)
     @Test(arguments: DescriptorWaitPath.allCases)
     func aLoopOffersTheProcessorBeforeASleepOnlyRightAfterAWaitThatFoundSources(path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
@@ -542,24 +542,39 @@ struct LargeModeDescriptorTests {
         loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
             reads.append(pipe.readAll())
         }, forMode: .default)
+        // A far timer: the waits below sleep until it, a stop or their run's deadline.
+        loop.add(LoopTimer(fireAt: loop.now + .seconds(3_600)) { _ in }, forMode: .default)
         if path == .epoll {
             try loop.sleepOnceInEpoll()
         }
+        let serveOnce = {
+            pipe.write("x")
+            #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+                        == .handledSource)
+        }
         let idle = loop.counters
-        pipe.write("x")
-        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
-                    == .handledSource)
+        serveOnce()
         #expect(reads.elements == ["x"])
         #expect(loop.counters.since(idle).processorOffers == 0)  // the waits before found nothing
 
+        // Ended by its deadline, not by a stop: a stop from another thread may come during a large mode's look for
+        // closes, which precedes the offer, and end the wait there.
         let serving = loop.counters
-        #expect(loop.runStoppedFromAnotherThread().result == .stopped)
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(1)) == .timedOut)
         #expect(loop.counters.since(serving).processorOffers == 1)
 
         let stopped = loop.counters
-        #expect(loop.runStoppedFromAnotherThread().result == .stopped)  // the last wait ended for the stop alone
+        let idled = loop.runStoppedFromAnotherThread()  // its wait follows one that ended for the stop alone
+        #expect(idled.result == .stopped && idled.restops == 0)
         #expect(loop.counters.since(stopped).processorOffers == 0)
         #expect(loop.counters.since(stopped).blockingWaits >= 1)
+
+        // Serving again, then a wait until a deadline 5 ms away: no offer, which could keep the processor away past it.
+        serveOnce()
+        let nearDeadline = loop.counters
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)
+        #expect(loop.counters.since(nearDeadline).processorOffers == 0)
+        #expect(reads.elements == ["x", "x"])
     }
 
     @Test func aLargeModeWhoseLastTimerWasInvalidatedSleepsThroughTheInstantItWasArmedFor() throws {

@@ -105,8 +105,8 @@ struct WaitOutcome: Equatable {
     var isWokenByChannel = false
 }
 
-/// How many waits a waiter made, how many could block, and its wake-up channel's traffic; written on the loop's
-/// thread (and, for writes, by the waking threads), read from any.
+/// How many waits a waiter made, how many could block, its wake-up channel's traffic, and how often it offered the
+/// processor before a wait; written on the loop's thread (and, for writes, by the waking threads), read from any.
 final class WaitCounts: Sendable {
     let waits = Atomic<UInt64>(0)
     let blockingWaits = Atomic<UInt64>(0)

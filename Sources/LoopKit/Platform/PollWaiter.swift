@@ -21,7 +21,8 @@ import Synchronization
 /// descriptors that became ready meanwhile and serves them in one pass, where otherwise it would sleep and be woken
 /// for each: with more busy threads than processors (two loops and their client on two cores), every such sleep left
 /// a processor idle while a wake-up was in flight. A loop whose last wait found nothing (idle, or woken for a timer
-/// or a block) sleeps at once, and so does a mode without descriptors (the futex).
+/// or a block) sleeps at once, and so does a mode without descriptors, or a wait whose deadline is less than
+/// `offerLead` away (a timer must not wait for another thread's slice).
 ///
 /// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread
 /// only.
@@ -78,6 +79,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// `DescriptorRegistry.appendDirectlyPolled`): one look of 16 descriptors every 8 waits.
     static let sweepCount = 16
     static let sweepInterval = 8
+    /// How far away a wait's deadline must be for the wait to offer the processor first (see
+    /// `offerProcessorIfServing(before:)`).
+    static let offerLead = Duration.milliseconds(10)
 
     /// A waiter for `backend` whose poll is `poller` (tests inject a fake).
     ///
@@ -212,8 +216,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             return self.wait(on: registry, until: deadline, deadlineTimer: deadlineTimer, into: &ready)
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: items.descriptorSources)
-        if let deadline, self.wouldBlock(until: deadline) {
-            self.offerProcessorIfServing()
+        if !items.descriptorSources.isEmpty {
+            self.offerProcessorIfServing(before: deadline)
         }
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
         return self.collectPolled(readyCount, deadlineTimer: deadlineTimer, until: deadline, into: &ready)
@@ -260,15 +264,13 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         }
         if firstSwept == 0, let timeout = self.epollTimeout(until: deadline) {
             if timeout != 0 {
-                self.offerProcessorIfServing()
+                self.offerProcessorIfServing(before: deadline)
             }
             return self.wait(inEpollOf: registry, timeoutMilliseconds: timeout, until: deadline, into: &ready)
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept])
         self.poller.append(registry.descriptor, events: .readable)
-        if let deadline, self.wouldBlock(until: deadline) {
-            self.offerProcessorIfServing()
-        }
+        self.offerProcessorIfServing(before: deadline)
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
         let outcome = self.collectPolled(readyCount, deadlineTimer: deadlineTimer, until: deadline, into: &ready)
         if readyCount > 0, !self.poller.events(at: self.poller.count - 1).isEmpty {
@@ -277,15 +279,14 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         return outcome
     }
 
-    /// Whether a wait until `deadline` may block (a wait whose deadline has passed only looks).
-    private func wouldBlock(until deadline: LoopInstant) -> Bool {
-        deadline == .distantFuture || deadline > self.clock.now
-    }
-
-    /// Offers the processor to other runnable threads before a blocking wait on descriptors, if the last wait found
-    /// sources ready (see the type's comment).
-    private func offerProcessorIfServing() {
-        guard self.lastWaitFoundSources else { return }
+    /// Offers the processor to other runnable threads before a wait on descriptors until `deadline`, if the last wait
+    /// found sources ready (see the type's comment) and this one may sleep for a while: not before a look (`nil`, or a
+    /// deadline that has passed), nor before a deadline closer than `offerLead`. After an offer the thread may get its
+    /// processor back only when another thread's slice ends, or at a scheduler tick (4 ms at 250 Hz), and a due timer
+    /// must not wait for that.
+    private func offerProcessorIfServing(before deadline: LoopInstant?) {
+        guard self.lastWaitFoundSources, let deadline,
+              deadline == .distantFuture || deadline >= self.clock.now + Self.offerLead else { return }
         self.counts.processorOffers.wrappingAdd(1, ordering: .relaxed)
         PlatformThread.offerProcessor()
     }
