@@ -26,6 +26,16 @@ struct LargeModeDescriptorTests {
         return reports
     }
 
+    /// Adds a source on a new pipe's read end to `loop`'s default mode that reads what arrives and records it.
+    private func addPipeReader(to loop: Loop) throws -> (pipe: TestPipe, reads: Recorder<String>) {
+        let pipe = try TestPipe()
+        let reads = Recorder<String>()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
+            reads.append(pipe.readAll())
+        }, forMode: .default)
+        return (pipe, reads)
+    }
+
     /// Adds a one-shot timer at `due` to `loop`'s default mode that records when it fired, runs `also`, and stops the
     /// run.
     private func addStoppingTimer(to loop: Loop, at due: LoopInstant,
@@ -503,11 +513,7 @@ struct LargeModeDescriptorTests {
         waiter.largeModeThreshold = 1
         let loop = Loop(clock: clock, waiter: waiter)
         defer { loop.invalidate() }
-        let pipe = try TestPipe()
-        let reads = Recorder<String>()
-        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
-            reads.append(pipe.readAll())
-        }, forMode: .default)
+        let (pipe, reads) = try self.addPipeReader(to: loop)
         let due = loop.now + .milliseconds(200)  // after the first sleep has begun, even on a loaded machine
         let firedAt = Recorder<LoopInstant>()
         loop.add(LoopTimer(fireAt: due) { _ in firedAt.append(loop.now) }, forMode: .default)
@@ -537,11 +543,7 @@ struct LargeModeDescriptorTests {
     func aLoopOffersTheProcessorBeforeASleepOnlyRightAfterAWaitThatFoundSources(path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
         defer { loop.invalidate() }
-        let pipe = try TestPipe()
-        let reads = Recorder<String>()
-        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in
-            reads.append(pipe.readAll())
-        }, forMode: .default)
+        let (pipe, reads) = try self.addPipeReader(to: loop)
         // A far timer: the waits below sleep until it, a stop or their run's deadline.
         loop.add(LoopTimer(fireAt: loop.now + .seconds(3_600)) { _ in }, forMode: .default)
         if path == .epoll {
