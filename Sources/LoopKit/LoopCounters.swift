@@ -17,7 +17,8 @@ package struct LoopCounters: Sendable, Hashable {
     /// wake-up for work in a mode that is not running makes one.
     package var emptyWakeUps: UInt64 = 0
     /// Processors offered to other threads before a blocking wait (sched_yield(2)): a wait on descriptors that
-    /// follows one that found descriptor sources ready offers it once (see `PollWaiter`).
+    /// follows one that found descriptor sources ready offers it once, unless it would end within
+    /// `PollWaiter.offerLead` (see `PollWaiter`).
     package var processorOffers: UInt64 = 0
 
     /// The counts from `earlier` to `self`.
