@@ -29,12 +29,20 @@ public final class LoopScheduledTask: @unchecked Sendable {
     }
 
     /// A task and the timer that runs it (the caller adds the timer to its loop).
+    ///
+    /// A repeating task runs every `interval` on its timer's grid; given `restartAfterRun`, it instead runs next at
+    /// the instant that closure returns, asked once each run has ended (a fixed delay between runs).
     static func make(fireAt instant: LoopInstant, interval: Duration, repeats: Bool,
+                     restartAfterRun: (@Sendable () -> LoopInstant)? = nil,
                      body: @escaping @Sendable (LoopScheduledTask) -> Void) -> (LoopScheduledTask, LoopTimer) {
         let task = LoopScheduledTask(repeats: repeats, body: body)
         let hold = TimerHold(task)
-        let timer = LoopTimer(fireAt: instant, interval: repeats ? interval : .zero, repeats: repeats) { _ in
+        let timer = LoopTimer(fireAt: instant, interval: repeats ? interval : .zero, repeats: repeats) { timer in
             hold.task.runOnce()
+            // From the timer's own callback, a new date replaces the slot the timer would have moved to.
+            if let restartAfterRun, !hold.task.isCancelled {
+                timer.setNextFireDate(restartAfterRun())
+            }
         }
         task.timer = timer
         return (task, timer)
@@ -165,6 +173,32 @@ extension Loop {
         loopPrecondition(!modes.isEmpty, "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes")
         let (scheduled, timer) = LoopScheduledTask.make(fireAt: self.now + max(initialDelay, .zero),
                                                         interval: interval, repeats: true, body: task)
+        self.add(timer, forModes: modes, of: scheduled)
+        return scheduled
+    }
+
+    /// Runs `task` on the loop's thread again and again, each run starting `delay` after the previous one ended, the
+    /// first after `initialDelay` (at the next pass for an initial delay of zero or less): SwiftNIO's
+    /// `scheduleRepeatedTask(initialDelay:delay:)`. A slow run pushes the next one back instead of making it due at
+    /// once, as a fixed rate (`scheduleRepeating(initialDelay:every:)`) would. Any thread.
+    ///
+    /// - Returns: A handle whose `cancel(_:)` stops the task; its completion is called after the last run ends.
+    ///   Already cancelled when the loop has ended (the task never runs).
+    /// - Precondition: `delay` is greater than zero.
+    @discardableResult
+    public func scheduleRepeating(
+        initialDelay: Duration,
+        delay: Duration,
+        inModes modes: [LoopMode] = [.common],
+        _ task: @escaping @Sendable (LoopScheduledTask) -> Void
+    ) -> LoopScheduledTask {
+        loopPrecondition(delay > .zero,
+                         "Loop.scheduleRepeating(initialDelay:delay:inModes:_:): the delay must be greater than zero")
+        loopPrecondition(!modes.isEmpty, "Loop.scheduleRepeating(initialDelay:delay:inModes:_:): no modes")
+        // Weak: the loop holds the timer, whose callback holds this closure.
+        let (scheduled, timer) = LoopScheduledTask.make(
+            fireAt: self.now + max(initialDelay, .zero), interval: delay, repeats: true,
+            restartAfterRun: { [weak self] in (self?.now ?? .distantFuture) + delay }, body: task)
         self.add(timer, forModes: modes, of: scheduled)
         return scheduled
     }

@@ -42,6 +42,8 @@ struct MisuseTests {
         case scheduleAfterWithNoModes
         case repeatingScheduleWithZeroInterval
         case repeatingScheduleWithNoModes
+        case fixedDelayScheduleWithNegativeDelay
+        case fixedDelayScheduleWithNoModes
         case nextTimerDateOfCommon
         case hostDriverForCommon
         case executorWithNoModes
@@ -90,6 +92,9 @@ struct MisuseTests {
             case .scheduleAfterWithNoModes: "Loop.schedule(after:inModes:_:): the list of modes is empty"
             case .repeatingScheduleWithZeroInterval: "Loop.scheduleRepeating(initialDelay:every:inModes:_:)"
             case .repeatingScheduleWithNoModes: "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes"
+            case .fixedDelayScheduleWithNegativeDelay:
+                "Loop.scheduleRepeating(initialDelay:delay:inModes:_:): the delay must be greater than zero"
+            case .fixedDelayScheduleWithNoModes: "Loop.scheduleRepeating(initialDelay:delay:inModes:_:): no modes"
             case .nextTimerDateOfCommon: "Loop.nextTimerDate(forMode:): `common` is a pseudo-mode"
             case .hostDriverForCommon: "LoopHostDriver(loop:mode:): `common` is a pseudo-mode"
             case .executorWithNoModes: "LoopExecutor(loop:modes:): the list of modes is empty"
@@ -153,6 +158,10 @@ struct MisuseTests {
             case .repeatingScheduleWithZeroInterval: _ = loop.scheduleRepeating(initialDelay: .zero, every: .zero) { _ in }
             case .repeatingScheduleWithNoModes:
                 _ = loop.scheduleRepeating(initialDelay: .zero, every: .seconds(1), inModes: []) { _ in }
+            case .fixedDelayScheduleWithNegativeDelay:
+                _ = loop.scheduleRepeating(initialDelay: .zero, delay: .milliseconds(-1)) { _ in }
+            case .fixedDelayScheduleWithNoModes:
+                _ = loop.scheduleRepeating(initialDelay: .zero, delay: .seconds(1), inModes: []) { _ in }
             case .nextTimerDateOfCommon: _ = loop.nextTimerDate(forMode: .common)
             case .hostDriverForCommon: _ = try LoopHostDriver(loop: loop, mode: .common)
             case .executorWithNoModes: _ = LoopExecutor(loop: loop, modes: [])

@@ -55,6 +55,70 @@ struct ScheduledTaskTests {
         #expect(trace.elements == ["run", "run", "run", "cancelled", "finished"])
     }
 
+    /// SwiftNIO's `scheduleRepeatedTask(initialDelay:delay:)`: each run starts `delay` after the previous one ended, so
+    /// a run that takes 30 ms pushes the next back; at a fixed rate (`every:`) the runs stay on their 100 ms grid.
+    @Test func aFixedDelayTaskStartsEachRunItsDelayAfterThePreviousRunEnded() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let fixedDelay = Recorder<Int>()
+        let fixedRate = Recorder<Int>()
+        /// A run that records when it started, then takes 30 ms of the manual clock, and ends the task after 3 runs.
+        @Sendable func slowRun(_ task: LoopScheduledTask, since start: LoopInstant, into starts: Recorder<Int>) {
+            starts.append(elapsedMilliseconds(clock.now, since: start))
+            clock.advance(by: .milliseconds(30))
+            if starts.count == 3 {
+                task.cancel()
+            }
+        }
+        let start = clock.now
+        loop.scheduleRepeating(initialDelay: .milliseconds(10), delay: .milliseconds(100)) {
+            slowRun($0, since: start, into: fixedDelay)
+        }
+        #expect(loop.run(mode: .default, before: start + .seconds(1)) == .finished)
+        #expect(fixedDelay.elements == [10, 140, 270])
+
+        let rateStart = clock.now
+        loop.scheduleRepeating(initialDelay: .milliseconds(10), every: .milliseconds(100)) {
+            slowRun($0, since: rateStart, into: fixedRate)
+        }
+        #expect(loop.run(mode: .default, before: rateStart + .seconds(1)) == .finished)
+        #expect(fixedRate.elements == [10, 110, 210])
+    }
+
+    /// A fixed-delay task cancelled from its own run finishes after that run and is not re-armed; cancelled before its
+    /// first run, it never runs and lets go of its captures at once.
+    @Test func aFixedDelayTaskCancelledInOrBeforeARunRunsNoMoreAndLetsGoOfItsCaptures() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let trace = Recorder<String>()
+        loop.scheduleRepeating(initialDelay: .zero, delay: .milliseconds(5)) { task in
+            trace.append("run")
+            if trace.count == 2 {
+                task.cancel { trace.append("finished") }
+            }
+        }
+        #expect(loop.run(mode: .default, before: clock.now + .seconds(1)) == .finished)
+        #expect(trace.elements == ["run", "run", "finished"])
+        #expect(loop.nextTimerDate(forMode: .default) == nil)
+
+        weak var weakPayload: Payload?
+        let task: LoopScheduledTask
+        do {
+            let payload = Payload()
+            weakPayload = payload
+            task = loop.scheduleRepeating(initialDelay: .milliseconds(1), delay: .milliseconds(1)) { _ in
+                _ = payload
+                trace.append("late run")
+            }
+        }
+        task.cancel()
+        #expect(weakPayload == nil)
+        #expect(loop.run(mode: .default, before: clock.now + .seconds(1)) == .finished)
+        #expect(!trace.elements.contains("late run"))
+    }
+
     @Test func theNextTimerDateOfAModeIsItsEarliestTimer() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
