@@ -34,7 +34,8 @@ public struct LoopBound<Value>: @unchecked Sendable {
         self.accessor = accessor
     }
 
-    /// The value. Loop thread only.
+    /// The value. Loop thread only. A change through it happens in place (`bound.value.append(x)` does not copy an
+    /// array's storage).
     ///
     /// - Precondition: Called on `loop`'s thread.
     public var value: Value {
@@ -42,9 +43,9 @@ public struct LoopBound<Value>: @unchecked Sendable {
             self.loop.preconditionIsCurrent(self.accessor)
             return self.storage
         }
-        set {
+        _modify {
             self.loop.preconditionIsCurrent(self.accessor)
-            self.storage = newValue
+            yield &self.storage
         }
     }
 }
@@ -66,7 +67,7 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
         self.storage = value
     }
 
-    /// The value. Loop thread only.
+    /// The value. Loop thread only. A change through it happens in place, as `LoopBound.value`'s.
     ///
     /// - Precondition: Called on `loop`'s thread.
     public var value: Value {
@@ -74,9 +75,9 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
             self.loop.preconditionIsCurrent("LoopBoundBox.value")
             return self.storage
         }
-        set {
+        _modify {
             self.loop.preconditionIsCurrent("LoopBoundBox.value")
-            self.storage = newValue
+            yield &self.storage
         }
     }
 }
