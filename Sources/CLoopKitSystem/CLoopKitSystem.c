@@ -307,6 +307,14 @@ long cloopkit_timer_slack(void) {
 #endif
 }
 
+int cloopkit_current_processor(void) {
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+}
+
 int64_t cloopkit_scheduler_slice(void) {
 #if defined(__linux__) && defined(SYS_sched_getattr)
     struct cloopkit_sched_attr attr = {0};

@@ -20,6 +20,9 @@ package struct LoopCounters: Sendable, Hashable {
     /// follows one that found descriptor sources ready offers it once, unless it would end within
     /// `PollWaiter.offerLead` (see `PollWaiter`).
     package var processorOffers: UInt64 = 0
+    /// Naps taken instead of offers, after an offer that kept the processor away `PollWaiter.stallThreshold` or longer
+    /// (see `PollWaiter`).
+    package var processorNaps: UInt64 = 0
 
     /// The counts from `earlier` to `self`.
     package func since(_ earlier: LoopCounters) -> LoopCounters {
@@ -29,7 +32,8 @@ package struct LoopCounters: Sendable, Hashable {
             waits: self.waits &- earlier.waits,
             blockingWaits: self.blockingWaits &- earlier.blockingWaits,
             emptyWakeUps: self.emptyWakeUps &- earlier.emptyWakeUps,
-            processorOffers: self.processorOffers &- earlier.processorOffers
+            processorOffers: self.processorOffers &- earlier.processorOffers,
+            processorNaps: self.processorNaps &- earlier.processorNaps
         )
     }
 }
@@ -44,7 +48,8 @@ extension Loop {
             waits: counts.waits.load(ordering: .relaxed),
             blockingWaits: counts.blockingWaits.load(ordering: .relaxed),
             emptyWakeUps: self.emptyWakeUps.load(ordering: .relaxed),
-            processorOffers: counts.processorOffers.load(ordering: .relaxed)
+            processorOffers: counts.processorOffers.load(ordering: .relaxed),
+            processorNaps: counts.processorNaps.load(ordering: .relaxed)
         )
     }
 }

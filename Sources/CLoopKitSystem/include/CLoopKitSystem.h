@@ -116,6 +116,9 @@ int cloopkit_set_scheduler_slice(uint64_t nanoseconds);
 /// The calling thread's timer slack in nanoseconds (prctl(2) PR_GET_TIMERSLACK); -1 where unsupported.
 long cloopkit_timer_slack(void);
 
+/// The processor the calling thread runs on (sched_getcpu(3)); -1 where unsupported.
+int cloopkit_current_processor(void);
+
 /// The calling thread's scheduler slice in nanoseconds (sched_getattr(2) `sched_runtime`: 0 for a SCHED_OTHER thread
 /// on kernels before 6.12); -1 where unsupported.
 int64_t cloopkit_scheduler_slice(void);

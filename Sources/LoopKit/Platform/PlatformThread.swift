@@ -91,6 +91,12 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
         _ = sched_yield()  // cannot fail on Linux or Darwin
     }
 
+    /// The processor the calling thread runs on (sched_getcpu(3)), or -1 where the system does not say. It may change
+    /// as soon as it is read.
+    static var currentProcessor: CInt {
+        cloopkit_current_processor()
+    }
+
     /// The calling thread's name as the kernel knows it (pthread_getname_np(3)), or `nil` if it has none.
     static var currentName: String? {
         var buffer = [CChar](repeating: 0, count: 64)

@@ -24,6 +24,16 @@ import Synchronization
 /// or a block) sleeps at once, and so does a mode without descriptors, or a wait whose deadline is less than
 /// `offerLead` away (a timer must not wait for another thread's slice).
 ///
+/// An offer taken by a thread that does not block (a CPU-bound neighbour, or the client of a benchmark) keeps the
+/// processor away for that thread's whole slice, milliseconds, while the loop's descriptors wait. When two offers
+/// within `lateOfferWindow` offers come back `stallThreshold` late or later (one alone may be a thread that ran out a
+/// single slice), the next `napsAfterStall` offers are naps instead: `napLength` asleep on the wake-up pipe alone (a
+/// wake-up from another thread ends it), which lets the neighbour run; the timer's wake-up then takes the processor
+/// back, since a loop thread's slice is the shorter (`PlatformThread.tuneCurrentThreadForLatency`). The descriptors
+/// wait at most about `napLength` for the neighbour rather than its slice. Naps are for the processor the late offers
+/// were made on: once the scheduler runs the loop on another, it offers again (and finds out again). A sibling loop
+/// that takes an offer gives the processor back within its pass, far below the threshold.
+///
 /// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread
 /// only.
 // @unchecked Sendable: every `var` is touched only on the loop's thread (the waiter's only caller there); the members
@@ -64,6 +74,14 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// The last wait (or look) found descriptor sources ready: the loop is serving I/O, and the next blocking wait
     /// on descriptors offers the processor first.
     @exclusivity(unchecked) private var lastWaitFoundSources = false
+    /// How many of the next offers are naps, after an offer that came back late (see the type's comment).
+    @exclusivity(unchecked) private var napsLeft = 0
+    /// The processor the loop's thread ran on when its offer came back late: the one it shares with a thread that does
+    /// not block. Naps are for that processor alone.
+    @exclusivity(unchecked) private var contendedProcessor: CInt = -1
+    /// How many offers the waiter has made, and which of them last came back late (far back at first).
+    @exclusivity(unchecked) private var offersMade: UInt64 = 0
+    @exclusivity(unchecked) private var lastLateOffer: UInt64 = .max / 2
     /// The loop's thread had at most 1 µs of timer slack when its run began (a `LoopThread`'s has): a futex wait then
     /// ends as close to its deadline as the timerfd does. With more (Linux's default is 50 µs), a wait with a deadline
     /// stays on the timerfd, which the kernel fires without slack.
@@ -82,6 +100,27 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// How far away a wait's deadline must be for the wait to offer the processor first (see
     /// `offerProcessorIfServing(before:)`).
     static let offerLead = Duration.milliseconds(10)
+    /// How late an offer must come back to count as taken by a thread that does not block (see the type's comment):
+    /// above a sibling loop's pass, below the 1.5 ms slice of a default thread on two processors.
+    static let stallThreshold: UInt64 = 1_000_000
+    /// How long a nap lasts, in nanoseconds: about 40% of the 1.5 ms slice the neighbour would otherwise run out
+    /// (more with a scheduler tick of 4 ms). In `loop-bench --only echo`, whose two-loop server shares two processors
+    /// with its client, naps of 600 µs kept the messages per second at 1.5-1.7× Dispatch's and halved the round-trip
+    /// p99 (0.9-1.0 ms, from 1.4-1.9 ms with offers alone); naps of 150-250 µs cut the p99 as far but gave the client
+    /// too little of its processor (1.34-1.66×).
+    static let napLength: Int64 = 600_000
+    /// How many offers after a stall are naps (tests lower it); then the loop offers again, and naps again only
+    /// after another stall.
+    var napsAfterStall = 256
+    /// How close two late offers must come, in offers, to count as a stall (tests lower it). A busy neighbour takes
+    /// an offer every few passes; a thread that just happened to run out a slice here does not come back so soon
+    /// (one late offer alone made a single-connection echo nap through 256 round trips now and then: a p99 of
+    /// 650 µs instead of 100).
+    var lateOfferWindow: UInt64 = 16
+    /// How the waiter offers the processor, and reads which one its thread runs on (tests stand in for a busy
+    /// neighbour and for the scheduler's moves).
+    var offerProcessor: () -> Void = PlatformThread.offerProcessor
+    var currentProcessor: () -> CInt = { PlatformThread.currentProcessor }
 
     /// A waiter for `backend` whose poll is `poller` (tests inject a fake).
     ///
@@ -283,12 +322,29 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// found sources ready (see the type's comment) and this one may sleep for a while: not before a look (`nil`, or a
     /// deadline that has passed), nor before a deadline closer than `offerLead`. After an offer the thread may get its
     /// processor back only when another thread's slice ends, or at a scheduler tick (4 ms at 250 Hz), and a due timer
-    /// must not wait for that.
+    /// must not wait for that. Right after an offer that came back late, it naps instead (see the type's comment).
     private func offerProcessorIfServing(before deadline: LoopInstant?) {
         guard self.lastWaitFoundSources, let deadline,
               deadline == .distantFuture || deadline >= self.clock.now + Self.offerLead else { return }
+        if self.napsLeft > 0, self.currentProcessor() != self.contendedProcessor {
+            self.napsLeft = 0  // moved away from the busy neighbour: offer, and find out again
+        }
+        if self.napsLeft > 0 {
+            self.napsLeft -= 1
+            self.counts.processorNaps.wrappingAdd(1, ordering: .relaxed)
+            self.wakeupPipe.sleep(untilNotifiedOrFor: Self.napLength)
+            return
+        }
         self.counts.processorOffers.wrappingAdd(1, ordering: .relaxed)
-        PlatformThread.offerProcessor()
+        let offeredAt = monotonicNanoseconds()
+        self.offerProcessor()
+        self.offersMade &+= 1
+        guard monotonicNanoseconds() &- offeredAt >= Self.stallThreshold else { return }
+        defer { self.lastLateOffer = self.offersMade }
+        if self.offersMade &- self.lastLateOffer <= self.lateOfferWindow {
+            self.napsLeft = self.napsAfterStall
+            self.contendedProcessor = self.currentProcessor()
+        }
     }
 
     /// The timeout of a wait in a large mode's epoll set until `deadline`: 0 for a look or a deadline that has passed,

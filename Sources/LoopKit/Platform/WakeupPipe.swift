@@ -41,6 +41,14 @@ final class WakeupPipe: Sendable {  // checked Sendable: every stored property i
         }
     }
 
+    /// Sleeps until the pipe is notified or `nanoseconds` pass, without draining it, so that the wait that follows
+    /// still sees the wake-up (ppoll(2) on Linux; poll(2) elsewhere, rounded up to a millisecond). A signal or a
+    /// failure just ends it early. The loop's thread.
+    func sleep(untilNotifiedOrFor nanoseconds: Int64) {
+        var entry = pollfd(fd: self.readEnd, events: Int16(POLLIN), revents: 0)
+        _ = try? nonBlockingCall("ppoll") { cloopkit_poll_ns(&entry, 1, nanoseconds) }
+    }
+
     /// Reads every pending byte (read(2) until `EAGAIN`).
     func drain() {
         var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
