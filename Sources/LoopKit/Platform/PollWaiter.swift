@@ -105,9 +105,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     static let stallThreshold: UInt64 = 1_000_000
     /// How long a nap lasts, in nanoseconds: about 40% of the 1.5 ms slice the neighbour would otherwise run out
     /// (more with a scheduler tick of 4 ms). In `loop-bench --only echo`, whose two-loop server shares two processors
-    /// with its client, naps of 600 µs kept the messages per second at 1.5-1.7× Dispatch's and halved the round-trip
-    /// p99 (0.9-1.0 ms, from 1.4-1.9 ms with offers alone); naps of 150-250 µs cut the p99 as far but gave the client
-    /// too little of its processor (1.34-1.66×).
+    /// with its client, naps of 600 µs kept the messages per second at 1.5-1.8× Dispatch's and took the round-trip
+    /// p99 to 0.85-0.9 ms (1.4-1.9 ms with offers alone, against Dispatch's 1.2-1.5); naps of 150-250 µs cut the p99
+    /// as far but gave the client too little of its processor (1.34-1.66×).
     static let napLength: Int64 = 600_000
     /// How many offers after a stall are naps (tests lower it); then the loop offers again, and naps again only
     /// after another stall.
