@@ -57,6 +57,8 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
     /// The loop whose thread may touch the value. Any thread.
     public let loop: Loop
     private var storage: Value
+    /// A change through `value` is under way: the value is lent out in place, and must not be read meanwhile.
+    private var isBeingChanged = false
 
     /// Binds `value` to `loop`.
     ///
@@ -67,17 +69,26 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
         self.storage = value
     }
 
-    /// The value. Loop thread only. A change through it happens in place, as `LoopBound.value`'s.
+    /// The value. Loop thread only. A change through it happens in place, as `LoopBound.value`'s, so the box may not
+    /// be read while the change is under way (`box.value.removeAll { $0 == box.value.first }` reads it inside one).
     ///
-    /// - Precondition: Called on `loop`'s thread.
+    /// - Precondition: Called on `loop`'s thread, and not from inside a change through `value`.
     public var value: Value {
         get {
             self.loop.preconditionIsCurrent("LoopBoundBox.value")
+            loopPrecondition(!self.isBeingChanged, Self.readWhileChanged)
             return self.storage
         }
         _modify {
             self.loop.preconditionIsCurrent("LoopBoundBox.value")
+            loopPrecondition(!self.isBeingChanged, Self.readWhileChanged)
+            self.isBeingChanged = true
+            defer { self.isBeingChanged = false }
             yield &self.storage
         }
+    }
+
+    private static var readWhileChanged: String {
+        "LoopBoundBox.value: used while a change through it is under way (the value is changed in place; read it first)"
     }
 }

@@ -9,7 +9,7 @@ package struct LoopCounters: Sendable, Hashable {
     /// Wake-ups taken: drains of the wake-up pipe (each one read until `EAGAIN`), or notes of the futex word.
     package var wakeUpDrains: UInt64
     /// Waits: ppoll(2), poll(2) and epoll_wait(2) calls, blocking or not, and futex sleeps (one however many times a
-    /// signal interrupts it; none made when the deadline has passed).
+    /// signal interrupts it; none made when the deadline has passed). Naps (`processorNaps`) are not counted.
     package var waits: UInt64
     /// Waits that could block (a timeout other than zero).
     package var blockingWaits: UInt64
@@ -17,11 +17,11 @@ package struct LoopCounters: Sendable, Hashable {
     /// wake-up for work in a mode that is not running makes one.
     package var emptyWakeUps: UInt64 = 0
     /// Processors offered to other threads before a blocking wait (sched_yield(2)): a wait on descriptors that
-    /// follows one that found descriptor sources ready offers it once, unless it would end within
+    /// follows one that found descriptor sources ready offers it once, or naps instead, unless it would end within
     /// `PollWaiter.offerLead` (see `PollWaiter`).
     package var processorOffers: UInt64 = 0
-    /// Naps taken instead of offers, after an offer that kept the processor away `PollWaiter.stallThreshold` or longer
-    /// (see `PollWaiter`).
+    /// Naps taken instead of offers, after two offers close together that each kept the processor away
+    /// `PollWaiter.stallThreshold` or longer (see `PollWaiter`).
     package var processorNaps: UInt64 = 0
 
     /// The counts from `earlier` to `self`.

@@ -160,7 +160,7 @@ extension Loop {
     ///
     /// - Returns: A handle whose `cancel(_:)` stops the task; its completion is called after the last run ends.
     ///   Already cancelled when the loop has ended (the task never runs).
-    /// - Precondition: `interval` is greater than zero.
+    /// - Precondition: `interval` is greater than zero, and `modes` is not empty.
     @discardableResult
     public func scheduleRepeating(
         initialDelay: Duration,
@@ -179,12 +179,13 @@ extension Loop {
 
     /// Runs `task` on the loop's thread again and again, each run starting `delay` after the previous one ended, the
     /// first after `initialDelay` (at the next pass for an initial delay of zero or less): SwiftNIO's
-    /// `scheduleRepeatedTask(initialDelay:delay:)`. A slow run pushes the next one back instead of making it due at
-    /// once, as a fixed rate (`scheduleRepeating(initialDelay:every:)`) would. Any thread.
+    /// `scheduleRepeatedTask(initialDelay:delay:)`. A slow run pushes the next one back, where a fixed rate
+    /// (`scheduleRepeating(initialDelay:every:)`) keeps to its grid and may start the next run less than an interval
+    /// after this one ended. Any thread.
     ///
     /// - Returns: A handle whose `cancel(_:)` stops the task; its completion is called after the last run ends.
     ///   Already cancelled when the loop has ended (the task never runs).
-    /// - Precondition: `delay` is greater than zero.
+    /// - Precondition: `delay` is greater than zero, and `modes` is not empty.
     @discardableResult
     public func scheduleRepeating(
         initialDelay: Duration,

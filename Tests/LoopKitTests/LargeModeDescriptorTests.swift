@@ -579,9 +579,9 @@ struct LargeModeDescriptorTests {
         #expect(reads.elements == ["x", "x"])
     }
 
-    /// Two offers close together that come back late (a neighbour that does not block ran out its slice; here, an
-    /// offer slowed to 2 ms) turn the next offers on that processor into short naps; once they are used up, or once
-    /// the loop runs on another processor, it offers again.
+    /// Two offers close together that come back late (a neighbour that does not block ran out its slice; here, a
+    /// stand-in offer that says it was away 2 ms) turn the next offers on that processor into short naps; once they
+    /// are used up, or once the loop runs on another processor, it offers again.
     @Test(arguments: DescriptorWaitPath.allCases)
     func anOfferThatComesBackLateTurnsTheNextOffersOnItsProcessorIntoNaps(path: DescriptorWaitPath) throws {
         let loop = try path.makeLoop()
@@ -590,41 +590,42 @@ struct LargeModeDescriptorTests {
         waiter.napsAfterStall = 2
         waiter.lateOfferWindow = 2
         var processor: CInt = 0  // where the scheduler runs the loop's thread, as the waiter reads it
-        waiter.currentProcessor = { processor }
+        waiter.testsOnly_currentProcessor = { processor }
         let (pipe, reads) = try self.addPipeReader(to: loop)
         loop.add(LoopTimer(fireAt: loop.now + .seconds(3_600)) { _ in }, forMode: .default)
         if path == .epoll {
             try loop.sleepOnceInEpoll()
         }
-        /// Serves the pipe once, then runs a wait after it (an offer or a nap) until a deadline 20 ms away, and says
-        /// what that wait did.
+        /// Serves the pipe once, then runs a wait after it (an offer or a nap) until a deadline 50 ms away (well past
+        /// `offerLead`, even for a thread that a loaded machine holds up), and says what that wait did.
         let serveThenWait = { () -> (offers: UInt64, naps: UInt64) in
             pipe.write("x")
             #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
                         == .handledSource)
             let before = loop.counters
-            #expect(loop.run(mode: .default, before: loop.now + .milliseconds(20)) == .timedOut)
+            #expect(loop.run(mode: .default, before: loop.now + .milliseconds(50)) == .timedOut)
             let waited = loop.counters.since(before)
             return (waited.processorOffers, waited.processorNaps)
         }
-        let busyNeighbour: () -> Void = { _ = usleep(2_000) }  // keeps the processor for 2 ms
-        let noNeighbour: () -> Void = {}
-        waiter.offerProcessor = busyNeighbour
+        // What each offer says of how long the processor was away, in nanoseconds: 2 ms, or not at all.
+        let busyNeighbour: () -> UInt64 = { 2_000_000 }
+        let noNeighbour: () -> UInt64 = { 0 }
+        waiter.testsOnly_offerProcessor = busyNeighbour
         #expect(serveThenWait() == (1, 0))  // a late offer alone
-        waiter.offerProcessor = noNeighbour
+        waiter.testsOnly_offerProcessor = noNeighbour
         #expect(serveThenWait() == (1, 0))
         #expect(serveThenWait() == (1, 0))
-        waiter.offerProcessor = busyNeighbour
+        waiter.testsOnly_offerProcessor = busyNeighbour
         #expect(serveThenWait() == (1, 0))  // late again, but three offers after the first: still alone
         #expect(serveThenWait() == (1, 0))  // the next offer, late too: a stall
-        waiter.offerProcessor = noNeighbour  // gone, but the naps still come, then offers again
+        waiter.testsOnly_offerProcessor = noNeighbour  // gone, but the naps still come, then offers again
         #expect(serveThenWait() == (0, 1))
         #expect(serveThenWait() == (0, 1))
         #expect(serveThenWait() == (1, 0))
 
-        waiter.offerProcessor = busyNeighbour
+        waiter.testsOnly_offerProcessor = busyNeighbour
         #expect(serveThenWait() == (1, 0))  // two offers after the last late one: a stall
-        waiter.offerProcessor = noNeighbour
+        waiter.testsOnly_offerProcessor = noNeighbour
         #expect(serveThenWait() == (0, 1))
         processor = 1  // moved to the other processor, away from the neighbour: an offer, not the nap left
         #expect(serveThenWait() == (1, 0))

@@ -44,6 +44,7 @@ struct MisuseTests {
         case repeatingScheduleWithNoModes
         case fixedDelayScheduleWithNegativeDelay
         case fixedDelayScheduleWithNoModes
+        case boundBoxReadDuringAChange
         case nextTimerDateOfCommon
         case hostDriverForCommon
         case executorWithNoModes
@@ -95,6 +96,7 @@ struct MisuseTests {
             case .fixedDelayScheduleWithNegativeDelay:
                 "Loop.scheduleRepeating(initialDelay:delay:inModes:_:): the delay must be greater than zero"
             case .fixedDelayScheduleWithNoModes: "Loop.scheduleRepeating(initialDelay:delay:inModes:_:): no modes"
+            case .boundBoxReadDuringAChange: "LoopBoundBox.value: used while a change through it is under way"
             case .nextTimerDateOfCommon: "Loop.nextTimerDate(forMode:): `common` is a pseudo-mode"
             case .hostDriverForCommon: "LoopHostDriver(loop:mode:): `common` is a pseudo-mode"
             case .executorWithNoModes: "LoopExecutor(loop:modes:): the list of modes is empty"
@@ -162,6 +164,9 @@ struct MisuseTests {
                 _ = loop.scheduleRepeating(initialDelay: .zero, delay: .milliseconds(-1)) { _ in }
             case .fixedDelayScheduleWithNoModes:
                 _ = loop.scheduleRepeating(initialDelay: .zero, delay: .seconds(1), inModes: []) { _ in }
+            case .boundBoxReadDuringAChange:
+                let box = LoopBoundBox([1, 2, 3], loop: loop)
+                box.value.removeAll { $0 == box.value.first }
             case .nextTimerDateOfCommon: _ = loop.nextTimerDate(forMode: .common)
             case .hostDriverForCommon: _ = try LoopHostDriver(loop: loop, mode: .common)
             case .executorWithNoModes: _ = LoopExecutor(loop: loop, modes: [])

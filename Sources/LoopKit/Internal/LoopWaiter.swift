@@ -106,7 +106,8 @@ struct WaitOutcome: Equatable {
 }
 
 /// How many waits a waiter made, how many could block, its wake-up channel's traffic, and how often it offered the
-/// processor before a wait, or napped instead; written on the loop's thread (and, for writes, by the waking threads), read from any.
+/// processor before a wait, or napped instead; written on the loop's thread (and, for writes, by the waking threads),
+/// read from any.
 final class WaitCounts: Sendable {
     let waits = Atomic<UInt64>(0)
     let blockingWaits = Atomic<UInt64>(0)

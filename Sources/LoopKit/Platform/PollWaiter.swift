@@ -28,11 +28,14 @@ import Synchronization
 /// processor away for that thread's whole slice, milliseconds, while the loop's descriptors wait. When two offers
 /// within `lateOfferWindow` offers come back `stallThreshold` late or later (one alone may be a thread that ran out a
 /// single slice), the next `napsAfterStall` offers are naps instead: `napLength` asleep on the wake-up pipe alone (a
-/// wake-up from another thread ends it), which lets the neighbour run; the timer's wake-up then takes the processor
-/// back, since a loop thread's slice is the shorter (`PlatformThread.tuneCurrentThreadForLatency`). The descriptors
-/// wait at most about `napLength` for the neighbour rather than its slice. Naps are for the processor the late offers
-/// were made on: once the scheduler runs the loop on another, it offers again (and finds out again). A sibling loop
-/// that takes an offer gives the processor back within its pass, far below the threshold.
+/// wake-up from another thread or a signal ends it), which lets the neighbour run; when the nap's timeout ends it, a
+/// `LoopThread`, whose slice is the shorter (`PlatformThread.tuneCurrentThreadForLatency`), takes the processor back
+/// (a loop on another thread keeps the default slice and may wait longer). The descriptors wait at most about
+/// `napLength` for the neighbour rather than its slice; on the portable backend poll(2) rounds a nap up to 1 ms. Naps
+/// are for the processor the late offers were made on: once the scheduler runs the loop on another (Linux; elsewhere
+/// the processor is not known), it offers again and finds out again. The window counts offers, not naps or idle time,
+/// so after its naps one more late offer starts them again. A sibling loop that takes an offer gives the processor
+/// back within its pass, far below the threshold.
 ///
 /// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread
 /// only.
@@ -74,10 +77,10 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// The last wait (or look) found descriptor sources ready: the loop is serving I/O, and the next blocking wait
     /// on descriptors offers the processor first.
     @exclusivity(unchecked) private var lastWaitFoundSources = false
-    /// How many of the next offers are naps, after an offer that came back late (see the type's comment).
+    /// How many of the next offers are naps, after two late offers (see the type's comment).
     @exclusivity(unchecked) private var napsLeft = 0
-    /// The processor the loop's thread ran on when its offer came back late: the one it shares with a thread that does
-    /// not block. Naps are for that processor alone.
+    /// The processor the loop's thread ran on when its second late offer came back: the one it shares with a thread
+    /// that does not block. Naps are for that processor alone.
     @exclusivity(unchecked) private var contendedProcessor: CInt = -1
     /// How many offers the waiter has made, and which of them last came back late (far back at first).
     @exclusivity(unchecked) private var offersMade: UInt64 = 0
@@ -111,16 +114,20 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     static let napLength: Int64 = 600_000
     /// How many offers after a stall are naps (tests lower it); then the loop offers again, and naps again only
     /// after another stall.
-    var napsAfterStall = 256
+    @exclusivity(unchecked) var napsAfterStall = 256
     /// How close two late offers must come, in offers, to count as a stall (tests lower it). A busy neighbour takes
     /// an offer every few passes; a thread that just happened to run out a slice here does not come back so soon
     /// (one late offer alone made a single-connection echo nap through 256 round trips now and then: a p99 of
     /// 650 µs instead of 100).
-    var lateOfferWindow: UInt64 = 16
-    /// How the waiter offers the processor, and reads which one its thread runs on (tests stand in for a busy
-    /// neighbour and for the scheduler's moves).
-    var offerProcessor: () -> Void = PlatformThread.offerProcessor
-    var currentProcessor: () -> CInt = { PlatformThread.currentProcessor }
+    @exclusivity(unchecked) var lateOfferWindow: UInt64 = 16
+    /// Offers the processor and says how long it was away, in nanoseconds; and reads which processor the thread runs
+    /// on. Tests stand in for a busy neighbour and for the scheduler's moves.
+    @exclusivity(unchecked) var testsOnly_offerProcessor: () -> UInt64 = {
+        let offeredAt = monotonicNanoseconds()
+        PlatformThread.offerProcessor()
+        return monotonicNanoseconds() &- offeredAt
+    }
+    @exclusivity(unchecked) var testsOnly_currentProcessor: () -> CInt = { PlatformThread.currentProcessor }
 
     /// A waiter for `backend` whose poll is `poller` (tests inject a fake).
     ///
@@ -322,28 +329,28 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// found sources ready (see the type's comment) and this one may sleep for a while: not before a look (`nil`, or a
     /// deadline that has passed), nor before a deadline closer than `offerLead`. After an offer the thread may get its
     /// processor back only when another thread's slice ends, or at a scheduler tick (4 ms at 250 Hz), and a due timer
-    /// must not wait for that. Right after an offer that came back late, it naps instead (see the type's comment).
+    /// must not wait for that. After two late offers, it naps instead (see the type's comment).
     private func offerProcessorIfServing(before deadline: LoopInstant?) {
         guard self.lastWaitFoundSources, let deadline,
               deadline == .distantFuture || deadline >= self.clock.now + Self.offerLead else { return }
-        if self.napsLeft > 0, self.currentProcessor() != self.contendedProcessor {
+        if self.napsLeft > 0, self.testsOnly_currentProcessor() != self.contendedProcessor {
             self.napsLeft = 0  // moved away from the busy neighbour: offer, and find out again
         }
         if self.napsLeft > 0 {
             self.napsLeft -= 1
             self.counts.processorNaps.wrappingAdd(1, ordering: .relaxed)
-            self.wakeupPipe.sleep(untilNotifiedOrFor: Self.napLength)
+            self.wakeupPipe.sleep(untilNotifiedOrFor: Self.napLength,
+                                  call: self.backend == .linux ? .nanosecondTimeout : .millisecondTimeout)
             return
         }
         self.counts.processorOffers.wrappingAdd(1, ordering: .relaxed)
-        let offeredAt = monotonicNanoseconds()
-        self.offerProcessor()
+        let away = self.testsOnly_offerProcessor()
         self.offersMade &+= 1
-        guard monotonicNanoseconds() &- offeredAt >= Self.stallThreshold else { return }
+        guard away >= Self.stallThreshold else { return }
         defer { self.lastLateOffer = self.offersMade }
         if self.offersMade &- self.lastLateOffer <= self.lateOfferWindow {
             self.napsLeft = self.napsAfterStall
-            self.contendedProcessor = self.currentProcessor()
+            self.contendedProcessor = self.testsOnly_currentProcessor()
         }
     }
 

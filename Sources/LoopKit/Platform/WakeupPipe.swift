@@ -42,11 +42,18 @@ final class WakeupPipe: Sendable {  // checked Sendable: every stored property i
     }
 
     /// Sleeps until the pipe is notified or `nanoseconds` pass, without draining it, so that the wait that follows
-    /// still sees the wake-up (ppoll(2) on Linux; poll(2) elsewhere, rounded up to a millisecond). A signal or a
-    /// failure just ends it early. The loop's thread.
-    func sleep(untilNotifiedOrFor nanoseconds: Int64) {
+    /// still sees the wake-up: ppoll(2) for `.nanosecondTimeout`, poll(2) for `.millisecondTimeout` (rounded up to a
+    /// millisecond). A signal or a failure ends it early. The loop's thread.
+    func sleep(untilNotifiedOrFor nanoseconds: Int64, call: SystemPoller.Call) {
         var entry = pollfd(fd: self.readEnd, events: Int16(POLLIN), revents: 0)
-        _ = try? nonBlockingCall("ppoll") { cloopkit_poll_ns(&entry, 1, nanoseconds) }
+        switch call {
+        case .nanosecondTimeout:
+            _ = try? systemCall("ppoll (a nap)", interrupts: .report) { cloopkit_poll_ns(&entry, 1, nanoseconds) }
+        case .millisecondTimeout:
+            _ = try? systemCall("poll (a nap)", interrupts: .report) {
+                poll(&entry, 1, SystemPoller.milliseconds(nanoseconds))
+            }
+        }
     }
 
     /// Reads every pending byte (read(2) until `EAGAIN`).
