@@ -36,6 +36,26 @@ struct LargeModeDescriptorTests {
         return (pipe, reads)
     }
 
+    /// A loop on `path` whose default mode reads a new pipe (`addPipeReader`) and holds a timer an hour away, so that
+    /// its waits sleep until a stop or their run's deadline; on the epoll path, past its first sleep in the set.
+    private func makeServingLoop(on path: DescriptorWaitPath) throws
+        -> (loop: Loop, pipe: TestPipe, reads: Recorder<String>) {
+        let loop = try path.makeLoop()
+        let (pipe, reads) = try self.addPipeReader(to: loop)
+        loop.add(LoopTimer(fireAt: loop.now + .seconds(3_600)) { _ in }, forMode: .default)
+        if path == .epoll {
+            try loop.sleepOnceInEpoll()
+        }
+        return (loop, pipe, reads)
+    }
+
+    /// Writes to `pipe` and runs `loop` until its reader has handled it: a wait that finds a source ready.
+    private func serveOnce(_ loop: Loop, _ pipe: TestPipe) {
+        pipe.write("x")
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
+                    == .handledSource)
+    }
+
     /// Adds a one-shot timer at `due` to `loop`'s default mode that records when it fired, runs `also`, and stops the
     /// run.
     private func addStoppingTimer(to loop: Loop, at due: LoopInstant,
@@ -541,21 +561,10 @@ struct LargeModeDescriptorTests {
     /// next timer is near. (Both paths: the descriptor suites' helpers cannot see the counter.)
     @Test(arguments: DescriptorWaitPath.allCases)
     func aLoopOffersTheProcessorBeforeASleepOnlyRightAfterAWaitThatFoundSources(path: DescriptorWaitPath) throws {
-        let loop = try path.makeLoop()
+        let (loop, pipe, reads) = try self.makeServingLoop(on: path)
         defer { loop.invalidate() }
-        let (pipe, reads) = try self.addPipeReader(to: loop)
-        // A far timer: the waits below sleep until it, a stop or their run's deadline.
-        loop.add(LoopTimer(fireAt: loop.now + .seconds(3_600)) { _ in }, forMode: .default)
-        if path == .epoll {
-            try loop.sleepOnceInEpoll()
-        }
-        let serveOnce = {
-            pipe.write("x")
-            #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
-                        == .handledSource)
-        }
         let idle = loop.counters
-        serveOnce()
+        self.serveOnce(loop, pipe)
         #expect(reads.elements == ["x"])
         #expect(loop.counters.since(idle).processorOffers == 0)  // the waits before found nothing
 
@@ -572,7 +581,7 @@ struct LargeModeDescriptorTests {
         #expect(loop.counters.since(stopped).blockingWaits >= 1)
 
         // Serving again, then a wait until a deadline 5 ms away: no offer, which could keep the processor away past it.
-        serveOnce()
+        self.serveOnce(loop, pipe)
         let nearDeadline = loop.counters
         #expect(loop.run(mode: .default, before: loop.now + .milliseconds(5)) == .timedOut)
         #expect(loop.counters.since(nearDeadline).processorOffers == 0)
@@ -584,24 +593,17 @@ struct LargeModeDescriptorTests {
     /// are used up, or once the loop runs on another processor, it offers again.
     @Test(arguments: DescriptorWaitPath.allCases)
     func anOfferThatComesBackLateTurnsTheNextOffersOnItsProcessorIntoNaps(path: DescriptorWaitPath) throws {
-        let loop = try path.makeLoop()
+        let (loop, pipe, reads) = try self.makeServingLoop(on: path)
         defer { loop.invalidate() }
         let waiter = try #require(loop.pollWaiter)
         waiter.napsAfterStall = 2
         waiter.lateOfferWindow = 2
         var processor: CInt = 0  // where the scheduler runs the loop's thread, as the waiter reads it
         waiter.testsOnly_currentProcessor = { processor }
-        let (pipe, reads) = try self.addPipeReader(to: loop)
-        loop.add(LoopTimer(fireAt: loop.now + .seconds(3_600)) { _ in }, forMode: .default)
-        if path == .epoll {
-            try loop.sleepOnceInEpoll()
-        }
         /// Serves the pipe once, then runs a wait after it (an offer or a nap) until a deadline 50 ms away (well past
         /// `offerLead`, even for a thread that a loaded machine holds up), and says what that wait did.
         let serveThenWait = { () -> (offers: UInt64, naps: UInt64) in
-            pipe.write("x")
-            #expect(loop.run(mode: .default, before: loop.now + .seconds(30), returnAfterSourceHandled: true)
-                        == .handledSource)
+            self.serveOnce(loop, pipe)
             let before = loop.counters
             #expect(loop.run(mode: .default, before: loop.now + .milliseconds(50)) == .timedOut)
             let waited = loop.counters.since(before)

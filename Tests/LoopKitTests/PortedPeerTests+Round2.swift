@@ -28,11 +28,6 @@ private final class Round2Flag: Sendable {
     }
 }
 
-/// A timer an hour away: it keeps its modes alive and never fires in a test.
-private func round2KeepAlive() -> LoopTimer {
-    LoopTimer(interval: .seconds(3600)) { _ in }
-}
-
 // MARK: - CoreFoundation: observers
 
 @Suite("Ported from peers, round 2: CFRunLoop observers")
@@ -64,7 +59,7 @@ struct PortedPeerRound2ObserverTests {
         loop.add(LoopObserver(activities: [.entry, .exit]) { _, activity in
             trace.append("\(activity) \(loop.currentMode?.name ?? "-")")
         }, forMode: .common)
-        loop.add(round2KeepAlive(), forMode: .common)
+        loop.add(keepAliveTimer(), forMode: .common)
         let start = clock.now
         loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
             trace.append("timer")
@@ -88,7 +83,7 @@ struct PortedPeerRound2ObserverTests {
             calls.append("\(activity) \(loop.currentMode?.name ?? "-")")
         }
         loop.add(observer, forMode: .common)
-        loop.add(round2KeepAlive(), forMode: .common)
+        loop.add(keepAliveTimer(), forMode: .common)
         loop.runOnePass(in: .default)
         loop.runOnePass(in: .tracking)
         loop.runOnePass(in: .default)
@@ -106,7 +101,7 @@ struct PortedPeerRound2ObserverTests {
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
         let trace = Recorder<String>()
-        loop.add(round2KeepAlive(), forMode: .default)
+        loop.add(keepAliveTimer(), forMode: .default)
         loop.add(LoopObserver(activities: .entry) { _, _ in
             trace.append("entry")
             loop.add(LoopObserver(activities: [.entry, .beforeTimers, .exit]) { _, activity in
@@ -142,7 +137,7 @@ struct PortedPeerRound2ObserverTests {
             loop.add(LoopObserver(activities: .beforeTimers, order: order) { _, _ in trace.append(name) },
                      forMode: .default)
         }
-        loop.add(round2KeepAlive(), forMode: .default)
+        loop.add(keepAliveTimer(), forMode: .default)
         loop.runOnePass(in: .default)
         #expect(trace.elements == ["min", "minus", "zero-a", "zero-b", "max"])
     }
@@ -186,7 +181,7 @@ struct PortedPeerRound2SourceTests {
         loop.add(source!, forMode: .default)
         source!.signal()
         loop.remove(source!, forMode: .default)
-        loop.add(round2KeepAlive(), forMode: .default)
+        loop.add(keepAliveTimer(), forMode: .default)
         loop.runOnePass(in: .default)  // takes the signal: the source is parked
         source!.invalidate()
         #expect(freed.value)
@@ -248,7 +243,7 @@ struct PortedPeerRound2SourceTests {
         }) { source in source.invalidate() }
         loop.add(source, forMode: .common)
         source.signal()
-        loop.add(round2KeepAlive(), forMode: .default)
+        loop.add(keepAliveTimer(), forMode: .default)
         loop.runOnePass(in: .default)
         #expect(unscheduled.elements.sorted() == ["default true", "tracking true"])
         #expect(!loop.contains(source, inMode: .tracking))
@@ -756,7 +751,7 @@ struct PortedPeerRound2ExecutorTests {
         let endDrag = Round2Flag()
         defer { endDrag.set() }  // before the join above, whichever way the test ends: the drag must end for it
         loop.perform {
-            loop.add(round2KeepAlive(), forMode: .tracking)
+            loop.add(keepAliveTimer(), forMode: .tracking)
             tracking.set()
             while !endDrag.value {
                 // A shutdown stops every run: the drag ends with it.
@@ -935,7 +930,7 @@ extension ProcessSignalTests {
         let counts = Recorder<Int>()
         let source = try LoopSignalSource(signal: SIGWINCH, loop: loop, modes: [.default]) { counts.append($0) }
         defer { source.invalidate() }
-        loop.add(round2KeepAlive(), forMode: .tracking)
+        loop.add(keepAliveTimer(), forMode: .tracking)
         LoopSignalSource.sendToThisProcess(SIGWINCH)
         #expect(loop.run(mode: .tracking, before: loop.now + .milliseconds(50)) == .timedOut)
         #expect(counts.elements.isEmpty)

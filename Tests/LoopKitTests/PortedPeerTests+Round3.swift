@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import CLoopKitSystem
 import Dispatch
 import Testing
 @testable import LoopKit
@@ -25,18 +24,6 @@ private final class Round3Flag: Sendable {
     var value: Bool {
         self.flag.withLock { $0 }
     }
-}
-
-/// A timer an hour away: it keeps its modes alive and never fires in a test.
-private func round3KeepAlive() -> LoopTimer {
-    LoopTimer(interval: .seconds(3600)) { _ in }
-}
-
-/// The calling thread's name (pthread_getname_np(3), through the library's C shim).
-private func round3ThreadName() -> String {
-    var buffer = [CChar](repeating: 0, count: 32)
-    _ = cloopkit_thread_name(&buffer, UInt(buffer.count))
-    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// Counts the passes of `loop` in `mode` (one `beforeTimers` per pass).
@@ -191,7 +178,7 @@ struct PortedPeerRound3FoundationTests {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
-        let keepAlive = round3KeepAlive()
+        let keepAlive = keepAliveTimer()
         defer { keepAlive.invalidate() }
         loop.add(keepAlive, forMode: .tracking)
         let seen = Recorder<String>()
@@ -663,7 +650,7 @@ struct PortedPeerRound3NIOTests {
             wakes.append(elapsedMilliseconds(clock.now, since: start))
         }, forMode: .default)
         let ran = SharedCounter()
-        let keepAlive = round3KeepAlive()
+        let keepAlive = keepAliveTimer()
         loop.add(keepAlive, forMode: .default)
         let task = loop.schedule(after: .milliseconds(10)) { ran.increment() }
         #expect(loop.run(mode: .default, before: start + .milliseconds(5)) == .timedOut)
@@ -767,7 +754,7 @@ struct PortedPeerRound3GroupTests {
         #expect(group.loops.count == Int(sysconf(CInt(_SC_NPROCESSORS_ONLN))))
         let names = Recorder<String>()
         for loop in group.loops + long.loops {
-            loop.perform { names.append(round3ThreadName()) }
+            loop.perform { names.append(PlatformThread.currentName ?? "?") }
         }
         #expect(waitUntil { names.count == group.loops.count + 2 })
         let expected = group.loops.indices.map { "r3-names-\($0)" } + ["r3-a-rather-l-0", "r3-a-rather-l-1"]

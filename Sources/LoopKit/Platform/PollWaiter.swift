@@ -82,8 +82,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// The processor the loop's thread ran on when its second late offer came back: the one it shares with a thread
     /// that does not block. Naps are for that processor alone.
     @exclusivity(unchecked) private var contendedProcessor: CInt = -1
-    /// How many offers the waiter has made, and which of them last came back late (far back at first).
-    @exclusivity(unchecked) private var offersMade: UInt64 = 0
+    /// Which offer (its number in `counts.processorOffers`) last came back late; far back at first.
     @exclusivity(unchecked) private var lastLateOffer: UInt64 = .max / 2
     /// The loop's thread had at most 1 µs of timer slack when its run began (a `LoopThread`'s has): a futex wait then
     /// ends as close to its deadline as the timerfd does. With more (Linux's default is 50 µs), a wait with a deadline
@@ -138,7 +137,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.wakeupPipe = try WakeupPipe()
         let timesWithTheSystemClock = backend == .linux && clock.readsSystemMonotonicClock
         self.deadlineTimer = timesWithTheSystemClock ? (try? DeadlineTimer()) : nil
-        self.poller = poller ?? SystemPoller(call: backend == .linux ? .nanosecondTimeout : .millisecondTimeout)
+        self.poller = poller ?? SystemPoller(call: SystemPoller.Call(for: backend))
         // An injected poller sees every wait, so it gets no futex to sleep on beside it.
         self.futex = timesWithTheSystemClock && poller == nil ? WakeupFutex() : nil
     }
@@ -339,16 +338,13 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         if self.napsLeft > 0 {
             self.napsLeft -= 1
             self.counts.processorNaps.wrappingAdd(1, ordering: .relaxed)
-            self.wakeupPipe.sleep(untilNotifiedOrFor: Self.napLength,
-                                  call: self.backend == .linux ? .nanosecondTimeout : .millisecondTimeout)
+            self.wakeupPipe.sleep(untilNotifiedOrFor: Self.napLength, call: SystemPoller.Call(for: self.backend))
             return
         }
-        self.counts.processorOffers.wrappingAdd(1, ordering: .relaxed)
-        let away = self.testsOnly_offerProcessor()
-        self.offersMade &+= 1
-        guard away >= Self.stallThreshold else { return }
-        defer { self.lastLateOffer = self.offersMade }
-        if self.offersMade &- self.lastLateOffer <= self.lateOfferWindow {
+        let offer = self.counts.processorOffers.wrappingAdd(1, ordering: .relaxed).newValue
+        guard self.testsOnly_offerProcessor() >= Self.stallThreshold else { return }
+        defer { self.lastLateOffer = offer }
+        if offer &- self.lastLateOffer <= self.lateOfferWindow {
             self.napsLeft = self.napsAfterStall
             self.contendedProcessor = self.testsOnly_currentProcessor()
         }

@@ -36,6 +36,29 @@ final class SystemPoller: Poller {
         case nanosecondTimeout
         /// poll(2) everywhere: what a system without ppoll has.
         case millisecondTimeout
+
+        /// The call for `backend`'s waits.
+        init(for backend: LoopBackend) {
+            self = backend == .linux ? .nanosecondTimeout : .millisecondTimeout
+        }
+
+        /// One call on the `count` entries at `entries`, named `ppollName` or `pollName` for `systemCall` (and its
+        /// scripted faults); a signal ends it early (`nil`).
+        func callOnce(
+            on entries: UnsafeMutablePointer<pollfd>?, count: Int, timeoutNanoseconds: Int64,
+            descriptors: DescriptorOwner, ppollName: StaticString = "ppoll", pollName: StaticString = "poll"
+        ) throws(SystemCallError) -> IOResult<CInt>? {
+            switch self {
+            case .nanosecondTimeout:
+                try systemCall(ppollName, interrupts: .report, descriptors: descriptors) {
+                    cloopkit_poll_ns(entries, UInt(count), timeoutNanoseconds)
+                }
+            case .millisecondTimeout:
+                try systemCall(pollName, interrupts: .report, descriptors: descriptors) {
+                    poll(entries, nfds_t(count), SystemPoller.milliseconds(timeoutNanoseconds))
+                }
+            }
+        }
     }
 
     /// The `pollfd`s of the next wait. Unchecked, so that the sleep is not inside a dynamically checked access to a
@@ -151,16 +174,8 @@ final class SystemPoller: Poller {
     ) -> Result<IOResult<CInt>?, SystemCallError> {
         let call = self.call
         return Result { () throws(SystemCallError) in
-            switch call {
-            case .nanosecondTimeout:
-                try systemCall("ppoll", interrupts: .report, descriptors: .user) {
-                    cloopkit_poll_ns(buffer.baseAddress, UInt(buffer.count), timeoutNanoseconds)
-                }
-            case .millisecondTimeout:
-                try systemCall("poll", interrupts: .report, descriptors: .user) {
-                    poll(buffer.baseAddress, nfds_t(buffer.count), SystemPoller.milliseconds(timeoutNanoseconds))
-                }
-            }
+            try call.callOnce(on: buffer.baseAddress, count: buffer.count, timeoutNanoseconds: timeoutNanoseconds,
+                              descriptors: .user)
         }
     }
 

@@ -46,14 +46,9 @@ final class WakeupPipe: Sendable {  // checked Sendable: every stored property i
     /// millisecond). A signal or a failure ends it early. The loop's thread.
     func sleep(untilNotifiedOrFor nanoseconds: Int64, call: SystemPoller.Call) {
         var entry = pollfd(fd: self.readEnd, events: Int16(POLLIN), revents: 0)
-        switch call {
-        case .nanosecondTimeout:
-            _ = try? systemCall("ppoll (a nap)", interrupts: .report) { cloopkit_poll_ns(&entry, 1, nanoseconds) }
-        case .millisecondTimeout:
-            _ = try? systemCall("poll (a nap)", interrupts: .report) {
-                poll(&entry, 1, SystemPoller.milliseconds(nanoseconds))
-            }
-        }
+        // Named apart from the waits', so that a fault a test scripts for a wait is not taken by a nap.
+        _ = try? call.callOnce(on: &entry, count: 1, timeoutNanoseconds: nanoseconds, descriptors: .loopKit,
+                               ppollName: "ppoll (a nap)", pollName: "poll (a nap)")
     }
 
     /// Reads every pending byte (read(2) until `EAGAIN`).

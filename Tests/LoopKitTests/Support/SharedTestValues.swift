@@ -19,6 +19,11 @@ final class DeinitProbe: Sendable {
     }
 }
 
+/// A timer an hour away: it keeps its modes alive and never fires in a test.
+func keepAliveTimer() -> LoopTimer {
+    LoopTimer(interval: .seconds(3600)) { _ in }
+}
+
 /// A counter closures on any thread can share.
 final class SharedCounter: Sendable {
     private let count = LoopLock(0)
