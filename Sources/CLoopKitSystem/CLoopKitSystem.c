@@ -182,7 +182,10 @@ int cloopkit_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns)
     // Without FUTEX_CLOCK_REALTIME, FUTEX_WAIT_BITSET's timeout is an absolute CLOCK_MONOTONIC instant.
     long result = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected,
                           deadline_ns == UINT64_MAX ? NULL : &deadline, NULL, FUTEX_BITSET_MATCH_ANY);
-    return result < 0 ? -1 : 0;
+    if (result < 0) {
+        return errno == ETIMEDOUT ? 1 : -1;
+    }
+    return 0;
 #else
     (void)word; (void)expected; (void)deadline_ns;
     errno = ENOSYS;

@@ -58,6 +58,22 @@ int cbench_set_realtime(int priority) {
     return sched_setscheduler(0, SCHED_FIFO, &parameter);
 }
 
+int cbench_pin_to_last_processor(void) {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        return -1;
+    }
+    for (int processor = CPU_SETSIZE - 1; processor >= 0; processor--) {
+        if (CPU_ISSET(processor, &allowed)) {
+            cpu_set_t only;
+            CPU_ZERO(&only);
+            CPU_SET(processor, &only);
+            return sched_setaffinity(0, sizeof only, &only) == 0 ? processor : -1;
+        }
+    }
+    return -1;
+}
+
 int cbench_release_free_memory(void) {
 #if defined(__GLIBC__)
     return malloc_trim(0);

@@ -67,8 +67,9 @@ uint32_t cloopkit_futex_load(const uint32_t *word);
 int cloopkit_futex_increment_and_wake(uint32_t *word);
 
 /// Sleeps while the futex word holds `expected` (FUTEX_WAIT_BITSET, process-private), until the CLOCK_MONOTONIC
-/// instant `deadline_ns` (UINT64_MAX: no deadline). Returns 0 when woken (maybe spuriously), or -1 with errno
-/// EAGAIN (the word did not hold `expected`), ETIMEDOUT, EINTR, or ENOSYS where there is no futex.
+/// instant `deadline_ns` (UINT64_MAX: no deadline). Returns 0 when woken (maybe spuriously), 1 when the deadline
+/// passed (ETIMEDOUT: a repeating timer's every wait ends so, so it is not reported as an error), or -1 with errno
+/// EAGAIN (the word did not hold `expected`), EINTR, or ENOSYS where there is no futex.
 int cloopkit_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 
 /// Whether the calling thread is the process's main thread.

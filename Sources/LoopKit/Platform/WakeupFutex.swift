@@ -67,12 +67,14 @@ final class WakeupFutex: @unchecked Sendable {  // `observed` is the loop thread
         while cloopkit_futex_load(self.word) == self.observed {
             do {
                 // A signal (`nil`), a wake-up between the load and the wait (`.wouldBlock`) or a spurious return:
-                // the load tells.
-                _ = try systemCall("futex", interrupts: .report) {
+                // the load tells. The deadline passing is a result (1), not an error: every wait of a repeating timer
+                // or display link ends so, and it should not pay for an error's errno read, message and throw.
+                let result = try systemCall("futex", interrupts: .report) {
                     cloopkit_futex_wait(self.word, self.observed, deadline ?? .max)
                 }
-            } catch let error where error.code == ETIMEDOUT {
-                return self.hasUnreadWakeUp
+                if case .processed(1)? = result {
+                    return self.hasUnreadWakeUp
+                }
             } catch {
                 trap("futex (the loop's wait)", error)  // only a bad address or operation: a LoopKit bug
             }

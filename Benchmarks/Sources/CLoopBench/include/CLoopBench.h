@@ -39,6 +39,9 @@ int cbench_set_timer_slack_ns(unsigned long nanoseconds);
 /// Puts the calling thread in the real-time class (sched_setscheduler(2), SCHED_FIFO at `priority`), as display
 /// link threads run on other systems. Needs root or CAP_SYS_NICE.
 int cbench_set_realtime(int priority);
+/// Keeps the calling thread on the highest-numbered processor it may run on (sched_setaffinity(2)). Returns that
+/// processor, or -1 where the affinity cannot be read or set.
+int cbench_pin_to_last_processor(void);
 /// Gives the memory that the allocator holds free back to the system (glibc's malloc_trim(3)); 0 where there is none.
 int cbench_release_free_memory(void);
 /// Raises the soft limit on open descriptors to `wanted` (or the hard limit, if lower). Returns the new soft limit.

@@ -15,6 +15,7 @@ enum JSONOutput {
 
     struct Machine: Encodable {
         let cores: Int
+        let processor: String
         let kernel: String
         let date: String
         let build: String

@@ -44,6 +44,21 @@ enum System {
         cbench_set_realtime(10) == 0
     }
 
+    /// Keeps the calling thread on the highest-numbered processor this process may use, so that threads compared with
+    /// one another share a processor; `false` where the affinity cannot be set.
+    @discardableResult
+    static func pinToLastProcessor() -> Bool {
+        cbench_pin_to_last_processor() >= 0
+    }
+
+    /// The processor's model, as /proc/cpuinfo names it ("unknown" where it does not).
+    static var processorModel: String {
+        let info = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let line = info.split(separator: "\n").first { $0.hasPrefix("model name") }
+        return line?.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) }
+            ?? "unknown"
+    }
+
     /// Whether this process may use the real-time class (checked on a throwaway thread).
     static let canUseRealtime: Bool = {
         let result = Handoff<Bool>()

@@ -26,8 +26,12 @@ struct DisplayLinkScenario: Scenario {
         report.results = Self.measureAll(duration: duration)
         report.notes = [
             "All run at once for \(Format.number(Double(duration) / 1e9)) s, each on its own thread, their grids a "
-                + "quarter of a frame apart so that they never wake together. Lateness: the link's callback time − "
-                + "its frame's timestamp; the timers' fire time − their slot.",
+                + "quarter of a frame apart so that they never wake together, all on one processor (the last this "
+                + "process may use) so that they share its cost of waking: on this kind of VM a wake-up's CPU time "
+                + "depends on which vCPU takes it: three bare C threads sleeping to the same 120 Hz grid with "
+                + "clock_nanosleep used up to 1.5× one another's CPU unpinned, within 4% on one processor "
+                + "(2026-12-04). Lateness: the link's callback time − its "
+                + "frame's timestamp; the timers' fire time − their slot.",
             "'skipped': frames the link reported as skipped (DisplayFrame.skippedFrames); for the timers, slots with "
                 + "no fire. 'CPU ms': the thread's CPU time over the run (its kernel CPU clock); 'wake-ups': its "
                 + "voluntary context switches. The SCHED_FIFO row (when permitted) is a second link whose LoopThread "
@@ -76,8 +80,11 @@ struct DisplayLinkScenario: Scenario {
     /// A LoopDisplayLink on a LoopThread of its own, counting frames between `start` and `end`.
     private static func loopKitLink(name: String, epoch: UInt64, start: UInt64, end: UInt64, realtime: Bool) -> Ticker {
         let thread = try! LoopThread(name: "bench-link")
-        if realtime {
-            thread.performAndWait { _ = System.setRealtimePriority() }
+        thread.performAndWait {
+            System.pinToLastProcessor()
+            if realtime {
+                _ = System.setRealtimePriority()
+            }
         }
         let lateness = SampleBuffer(capacity: Int((end - start) / period) + 64)
         let skipped = Atomic<Int>(0)
@@ -99,6 +106,12 @@ struct DisplayLinkScenario: Scenario {
     /// A repeating Foundation Timer at 120 Hz on a RunLoop thread.
     private static func foundationTimer(first: UInt64, slots: Int) -> Ticker {
         let thread = FoundationLoopThread(name: "bench-link-fdn")
+        let pinned = Handoff<Void>()
+        thread.perform {
+            System.pinToLastProcessor()
+            pinned.put(())
+        }
+        pinned.take()
         let fires = SampleBuffer(capacity: slots * 2 + 64)
         let fireDate = Date(timeIntervalSinceNow: Double(Int64(first) - Int64(System.now)) / 1e9)
         let timer = Timer(fire: fireDate, interval: Double(period) / 1e9, repeats: true) { _ in
@@ -118,6 +131,7 @@ struct DisplayLinkScenario: Scenario {
         let fires = SampleBuffer(capacity: slots * 2 + 64)
         let release = Handoff<Void>()
         let thread = BenchThread(name: "bench-link-floor", tuned: true) { ready in
+            System.pinToLastProcessor()
             ready()
             defer { release.take() }  // stays alive until its CPU time and switches have been read
             var slot = first
