@@ -52,7 +52,16 @@ extension Loop {
     ///
     /// - Returns: Whether any block ran.
     @discardableResult
+    @inline(__always)
     func performBlocks(in mode: LoopMode) -> Bool {
+        // Most passes have no block: decided here, in the pass's own code, without a call into the drain's.
+        guard !self.blockQueue.isEmpty || self.state.pending.contains(.blocks) else { return false }
+        return self.drainBlocks(in: mode)
+    }
+
+    /// `performBlocks(in:)` with blocks queued, or being queued.
+    @inline(never)
+    private func drainBlocks(in mode: LoopMode) -> Bool {
         self.takeQueuedBlocks()
         guard let limit = self.blockQueue.lastSequence else { return false }
         let commonModes = self.commonModeSet
@@ -83,6 +92,9 @@ extension Loop {
 
     /// Whether a block that `mode` admits is queued. Loop thread.
     func hasBlocks(for mode: LoopMode) -> Bool {
+        if self.blockQueue.isEmpty && !self.state.pending.contains(.blocks) {
+            return false  // without a copy of the common modes or a look at the queue
+        }
         let commonModes = self.commonModeSet
         return self.blockQueue.hasBlock(admittedIn: mode, commonModes: commonModes)
             || (self.state.pending.contains(.blocks)

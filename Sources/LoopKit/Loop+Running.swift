@@ -99,7 +99,7 @@ extension Loop {
 
         let timersBefore = self.firedTimers
         if items.timers.count > 0 {  // a mode without timers reads no clock for them
-            self.fireDueTimers(in: items, now: self.clock.now)
+            self.fireDueTimers(in: items, now: self.passNow)
         }
         didWork = didWork || self.firedTimers != timersBefore
         if !ready.isEmpty && !(returnAfterSourceHandled && sourceHandled) {
@@ -107,7 +107,9 @@ extension Loop {
                 ready, polledAt: pollGeneration, in: items, returnAfterSourceHandled: returnAfterSourceHandled)
                 || sourceHandled
         }
-        ready.removeAll(keepingCapacity: true)  // keeps no source alive past the pass
+        if !ready.isEmpty {
+            ready.removeAll(keepingCapacity: true)  // keeps no source alive past the pass
+        }
         if ready.capacity > self.readySourcesScratch.capacity {  // a nested run may have left one of its own
             self.readySourcesScratch = ready
         }
@@ -155,7 +157,7 @@ extension Loop {
     /// Whether the clock has reached `deadline`. The system clock never reaches `.distantFuture`, so a run without a
     /// deadline on it (a loop thread's) reads no clock for this; a manual clock may have been advanced that far.
     private func hasReached(_ deadline: LoopInstant) -> Bool {
-        (deadline != .distantFuture || self.clockCanReachDistantFuture) && self.clock.now >= deadline
+        (deadline != .distantFuture || self.clockCanReachDistantFuture) && self.passNow >= deadline
     }
 
     /// Whether `mode` has no sources, timers or blocks that could run in it.
@@ -174,8 +176,15 @@ extension Loop {
 
     // MARK: Phases
 
+    @inline(__always)
     func notifyObservers(_ activity: LoopActivity, in items: ModeItems) {
-        guard !items.observers.isEmpty else { return }
+        if !items.observers.isEmpty {  // most modes have none: decided without a call
+            self.callObservers(activity, in: items)
+        }
+    }
+
+    @inline(never)
+    private func callObservers(_ activity: LoopActivity, in items: ModeItems) {
         let observers = items.observers
         for observer in observers where observer.activities.contains(activity) && observer.modes.contains(items.mode) {
             if observer.isInstrumentation {
@@ -202,7 +211,7 @@ extension Loop {
         // A host loop iterated from a callback of this run (GLib's, from a timer) may have announced a wait through
         // its driver and not dispatched: this run's wait replaces it.
         self.endHostWait()
-        if self.blockQueue.hasBlock(admittedIn: items.mode, commonModes: self.commonModeSet) {
+        if !self.blockQueue.isEmpty && self.blockQueue.hasBlock(admittedIn: items.mode, commonModes: self.commonModeSet) {
             self.look(in: items, into: &ready)  // a nested run queued blocks the outer drain did not reach
             return false
         }
@@ -216,7 +225,7 @@ extension Loop {
             self.waitGeneration &+= 1
             let outcome = self.waiter.wait(for: items, until: wake, sleepingOn: channel, into: &ready)
             let hadArrivals = self.state.withLock { $0.endWait() }
-            let isStale = outcome.isWokenByChannel && !hadArrivals && ready.isEmpty && self.clock.now < wake
+            let isStale = outcome.isWokenByChannel && !hadArrivals && ready.isEmpty && self.passNow < wake
             if !isStale {
                 return true
             }

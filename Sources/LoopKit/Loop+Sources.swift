@@ -8,7 +8,16 @@ extension Loop {
     /// A source signalled while its loop runs another mode keeps its signal there for a mode it is in.
     ///
     /// - Returns: Whether a source ran.
+    @inline(__always)
     func performSignalledSources(in items: ModeItems, returnAfterSourceHandled: Bool) -> Bool {
+        // Most passes have no signalled source: decided here, without a call.
+        guard self.state.pending.contains(.signalledSources) || !self.signalledCandidates.isEmpty else { return false }
+        return self.runSignalledSources(in: items, returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+
+    /// `performSignalledSources(in:returnAfterSourceHandled:)` with a source signalled, or being signalled.
+    @inline(never)
+    private func runSignalledSources(in items: ModeItems, returnAfterSourceHandled: Bool) -> Bool {
         self.takeSignalledSources()
         guard !self.signalledCandidates.isEmpty else { return false }
         let mode = items.mode

@@ -21,9 +21,11 @@ public final class Loop: @unchecked Sendable {
 
     // MARK: Immutable; readable from any thread
     let clock: any LoopClock
+    /// Whether `clock` is the system's monotonic clock (its `readsSystemMonotonicClock`), read directly by a pass.
+    let readsSystemClock: Bool
     /// A clock that others move (a `ManualLoopClock`) may be advanced to `.distantFuture`; the system clock, counting
     /// nanoseconds since boot, never gets there.
-    let clockCanReachDistantFuture: Bool
+    var clockCanReachDistantFuture: Bool { !self.readsSystemClock }
     /// Where the loop sleeps and how it is woken (the only sleeping machinery; see `LoopWaiter`).
     let waiter: any LoopWaiter
     private let owner: Owner
@@ -102,7 +104,7 @@ public final class Loop: @unchecked Sendable {
 
     init(clock: any LoopClock, owner: Owner, waiter: any LoopWaiter) {
         self.clock = clock
-        self.clockCanReachDistantFuture = !clock.readsSystemMonotonicClock
+        self.readsSystemClock = clock.readsSystemMonotonicClock
         self.waiter = waiter
         self.owner = owner
     }
@@ -294,6 +296,13 @@ public final class Loop: @unchecked Sendable {
     /// The loop clock's current instant. Any thread.
     public var now: LoopInstant {
         self.clock.now
+    }
+
+    /// `now`, read straight from the system's monotonic clock when that is the loop's clock (as its
+    /// `readsSystemMonotonicClock` promises), without a call through the protocol: a pass reads it twice or more.
+    @inline(__always)
+    var passNow: LoopInstant {
+        self.readsSystemClock ? LoopInstant(nanoseconds: monotonicNanoseconds()) : self.clock.now
     }
 
     /// Whether the loop is asleep waiting for work (CF's `CFRunLoopIsWaiting`). Any thread; a snapshot.
