@@ -28,10 +28,10 @@ struct DisplayLinkScenario: Scenario {
             "All run at once for \(Format.number(Double(duration) / 1e9)) s, each on its own thread, their grids a "
                 + "quarter of a frame apart so that they never wake together, all on one processor (the last this "
                 + "process may use) so that they share its cost of waking: on this kind of VM a wake-up's CPU time "
-                + "depends on which vCPU takes it: three bare C threads sleeping to the same 120 Hz grid with "
-                + "clock_nanosleep used up to 1.5× one another's CPU unpinned, within 4% on one processor "
-                + "(2026-12-04). Lateness: the link's callback time − its "
-                + "frame's timestamp; the timers' fire time − their slot.",
+                + "depends on which vCPU takes it (three bare C threads sleeping to the same 120 Hz grid with "
+                + "clock_nanosleep used up to 1.5× one another's CPU unpinned, within 4% on one processor, "
+                + "2026-12-04). Lateness: the link's callback time − its frame's timestamp; the timers' fire time − "
+                + "their slot.",
             "'skipped': frames the link reported as skipped (DisplayFrame.skippedFrames); for the timers, slots with "
                 + "no fire. 'CPU ms': the thread's CPU time over the run (its kernel CPU clock); 'wake-ups': its "
                 + "voluntary context switches. The SCHED_FIFO row (when permitted) is a second link whose LoopThread "
