@@ -211,7 +211,8 @@ extension Loop {
         // A host loop iterated from a callback of this run (GLib's, from a timer) may have announced a wait through
         // its driver and not dispatched: this run's wait replaces it.
         self.endHostWait()
-        if !self.blockQueue.isEmpty && self.blockQueue.hasBlock(admittedIn: items.mode, commonModes: self.commonModeSet) {
+        if !self.blockQueue.isEmpty
+            && self.blockQueue.hasBlock(admittedIn: items.mode, commonModes: self.commonModeSet) {
             self.look(in: items, into: &ready)  // a nested run queued blocks the outer drain did not reach
             return false
         }

@@ -32,7 +32,7 @@ extension Loop {
         due = items.timers.due
         items.timers.due = []
         items.timers.nextDue = 0
-        due.removeLast(due.count)  // keeps the capacity; entries are plain values (no generic replaceSubrange)
+        due.removeAll(keepingCapacity: true)
         if due.capacity > self.dueTimersScratch.capacity {
             self.dueTimersScratch = due
         }

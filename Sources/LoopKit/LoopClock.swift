@@ -7,7 +7,9 @@ public protocol LoopClock: Sendable {
     var now: LoopInstant { get }
 
     /// Whether `now` reads the system's monotonic clock (`CLOCK_MONOTONIC`), so that a loop may sleep until one of
-    /// its instants on a kernel timer. `false` by default: the loop then sleeps for the time left, read from `now`.
+    /// its instants on a kernel timer, and its passes may read `CLOCK_MONOTONIC` themselves in place of `now`. Only a
+    /// clock whose `now` is exactly that reading may say `true`. `false` by default: the loop then sleeps for the time
+    /// left, read from `now`, and reads the time only from `now`.
     var readsSystemMonotonicClock: Bool { get }
 
     /// This clock, if it is virtual: a loop then advances it instead of sleeping. `nil` by default;

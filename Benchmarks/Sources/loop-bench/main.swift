@@ -67,8 +67,8 @@ System.setTimerSlack(nanoseconds: 1_000)
 
 print("# loop-bench \(options.isQuick ? "(quick: a tenth of the samples, a smoke run)" : "")")
 print("")
-print("Machine: \(cores) cores (\(System.processorModel)), kernel \(System.kernelRelease), \(build) build, \(date); load average at start "
-      + "\(loadAverage).")
+print("Machine: \(cores) cores (\(System.processorModel)), kernel \(System.kernelRelease), \(build) build, \(date); "
+      + "load average at start \(loadAverage).")
 print("Heap allocations: \(allocationCounting). System calls: \(syscallCounting).")
 print("Ratio columns: the implementation's p50 ÷ the reference's p50 (for throughput, rate ÷ rate).")
 print("")
@@ -119,7 +119,8 @@ if options.runs > 1 {
 print("Whole run: \(Format.number(Double(System.now - started) / 1e9)) s.")
 
 if let path = options.jsonPath {
-    let machine = JSONOutput.Machine(cores: cores, processor: System.processorModel, kernel: System.kernelRelease, date: date, build: build,
+    let machine = JSONOutput.Machine(cores: cores, processor: System.processorModel,
+                                     kernel: System.kernelRelease, date: date, build: build,
                                      quick: options.isQuick, runs: options.runs, loadAverageAtStart: loadAverage,
                                      allocationCounting: allocationCounting, syscallCounting: syscallCounting)
     do {

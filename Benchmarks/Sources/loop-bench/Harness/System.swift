@@ -44,20 +44,31 @@ enum System {
         cbench_set_realtime(10) == 0
     }
 
-    /// Keeps the calling thread on the highest-numbered processor this process may use, so that threads compared with
-    /// one another share a processor; `false` where the affinity cannot be set.
+    /// Keeps the calling thread on the highest-numbered processor it may use, so that threads compared with one another
+    /// share a processor; `false` where the affinity cannot be set.
     @discardableResult
     static func pinToLastProcessor() -> Bool {
         cbench_pin_to_last_processor() >= 0
     }
 
-    /// The processor's model, as /proc/cpuinfo names it ("unknown" where it does not).
-    static var processorModel: String {
+    /// Whether threads can be pinned to one processor (checked on a throwaway thread).
+    static let canPinToOneProcessor: Bool = {
+        let result = Handoff<Bool>()
+        let thread = BenchThread(name: "bench-pin-check") { ready in
+            ready()
+            result.put(System.pinToLastProcessor())
+        }
+        thread.join()
+        return result.take()
+    }()
+
+    /// The processor's model, as /proc/cpuinfo names it ("unknown" where it does not, as on most aarch64 systems).
+    static let processorModel: String = {
         let info = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
         let line = info.split(separator: "\n").first { $0.hasPrefix("model name") }
         return line?.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) }
             ?? "unknown"
-    }
+    }()
 
     /// Whether this process may use the real-time class (checked on a throwaway thread).
     static let canUseRealtime: Bool = {

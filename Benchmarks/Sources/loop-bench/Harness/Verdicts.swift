@@ -87,11 +87,11 @@ struct VerdictJudge {
         let tickerCPU = { (ticker: String) in figure("displaylink", ticker, DisplayLinkScenario.cpuOnOneProcessor) }
         let milliseconds = { (value: Double) in Format.number(value) + " ms" }
         verdicts.append(Self.atMost("displaylink CPU ≤ Foundation 120 Hz timer",
-                                    tickerCPU(DisplayLinkScenario.loopKit), "link CPU", 1,
-                                    tickerCPU(DisplayLinkScenario.foundation), "Foundation CPU", unit: milliseconds))
+                                    tickerCPU(DisplayLinkScenario.loopKit), "link CPU on 1 processor", 1,
+                                    tickerCPU(DisplayLinkScenario.foundation), "Foundation's", unit: milliseconds))
         verdicts.append(Self.atMost("displaylink CPU ≤ 1.5 × clock_nanosleep floor",
-                                    tickerCPU(DisplayLinkScenario.loopKit), "link CPU", 1.5,
-                                    tickerCPU(DisplayLinkScenario.floor), "floor CPU", unit: milliseconds))
+                                    tickerCPU(DisplayLinkScenario.loopKit), "link CPU on 1 processor", 1.5,
+                                    tickerCPU(DisplayLinkScenario.floor), "floor's", unit: milliseconds))
 
         let rate = distribution("throughput", ThroughputScenario.loopKit)?.p50
         let blocks: (Double) -> String = { Format.number($0) + " blocks/s" }
