@@ -52,15 +52,19 @@ enum System {
     }
 
     /// Whether threads can be pinned to one processor (checked on a throwaway thread).
-    static let canPinToOneProcessor: Bool = {
+    static let canPinToOneProcessor = succeedsOnAThrowawayThread(named: "bench-pin-check", System.pinToLastProcessor)
+
+    /// Runs `check` on a thread made for it (so that what it changes about its thread goes with it) and returns
+    /// its answer.
+    private static func succeedsOnAThrowawayThread(named name: String, _ check: @escaping @Sendable () -> Bool) -> Bool {
         let result = Handoff<Bool>()
-        let thread = BenchThread(name: "bench-pin-check") { ready in
+        let thread = BenchThread(name: name) { ready in
             ready()
-            result.put(System.pinToLastProcessor())
+            result.put(check())
         }
         thread.join()
         return result.take()
-    }()
+    }
 
     /// The processor's model, as /proc/cpuinfo names it ("unknown" where it does not, as on most aarch64 systems).
     static let processorModel: String = {
@@ -71,15 +75,7 @@ enum System {
     }()
 
     /// Whether this process may use the real-time class (checked on a throwaway thread).
-    static let canUseRealtime: Bool = {
-        let result = Handoff<Bool>()
-        let thread = BenchThread(name: "bench-rt-check") { ready in
-            ready()
-            result.put(System.setRealtimePriority())
-        }
-        thread.join()
-        return result.take()
-    }()
+    static let canUseRealtime = succeedsOnAThrowawayThread(named: "bench-rt-check", System.setRealtimePriority)
 
     /// The kernel release (uname -r).
     static var kernelRelease: String {
