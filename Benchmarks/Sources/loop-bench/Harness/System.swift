@@ -56,7 +56,9 @@ enum System {
 
     /// Runs `check` on a thread made for it (so that what it changes about its thread goes with it) and returns
     /// its answer.
-    private static func succeedsOnAThrowawayThread(named name: String, _ check: @escaping @Sendable () -> Bool) -> Bool {
+    private static func succeedsOnAThrowawayThread(
+        named name: String, _ check: @escaping @Sendable () -> Bool
+    ) -> Bool {
         let result = Handoff<Bool>()
         let thread = BenchThread(name: name) { ready in
             ready()
