@@ -1,9 +1,9 @@
 import Foundation
 
 /// `scale/echo`'s idle connections, held by a child process of their own (`loop-bench --hold-idle-connections N
-/// --port P`), so that the benchmark's own descriptors are only the busy connections: with both servers holding
-/// 10,000 idle connections, the client could not hold both sets under its descriptor limit, and the servers would
-/// have to be measured one after the other instead of taking turns.
+/// --port P`), so that the benchmark's own descriptors are only the busy connections: with every server holding its
+/// idle connections at once (22,200 in all, for two servers at four n), the client could not hold them under its
+/// descriptor limit, and the servers would have to be measured one after the other instead of taking turns.
 ///
 /// The child opens `N` connections to 127.0.0.1:`P`, waits until the server has taken them all, prints
 /// `holding N`, and holds them until it is stopped (SIGTERM, which ends it and closes them).

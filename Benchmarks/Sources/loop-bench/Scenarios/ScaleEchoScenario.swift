@@ -17,8 +17,8 @@ struct ScaleEchoScenario: Scenario {
 
     func run(_ context: BenchContext) -> [ScenarioReport] {
         let warmUp = context.duration(seconds: 0.3)
-        let turn = context.duration(seconds: 0.4)
-        let rounds = 5
+        let turn = context.duration(seconds: 0.2)
+        let rounds = 10
         // Each server holds its idle connections, and a child process of their own the client's side of them
         // (`IdleConnectionHolder`): both inherit this process's limit.
         let limit = System.raiseDescriptorLimit(to: Self.idleCounts.max()! + 1_024)
@@ -31,25 +31,31 @@ struct ScaleEchoScenario: Scenario {
                 report.notes.append("\(Format.number(Double(idle))) idle: not run (the descriptor limit is \(limit)).")
                 continue
             }
-            context.progress("      scale/echo: \(Format.number(Double(idle))) idle connections …")
-            // Both servers at once, taking turns, so that a slow stretch of a shared machine falls on both alike.
-            let contenders = Self.startContenders(idle: idle)
-            Self.measure(contenders, warmUp: warmUp, turn: turn, rounds: rounds, random: &random)
-            measured.append((idle, contenders))
+            context.progress("      scale/echo: starting both servers with \(Format.number(Double(idle))) idle "
+                                + "connections …")
+            measured.append((idle, Self.startContenders(idle: idle)))
         }
+        // Every server at every n at once, taking turns, so that a slow stretch of a shared machine falls on each n
+        // alike: measured one n after the other, both servers' round trips once rose from 14 and 21 µs to 23 and
+        // 32 µs between two n (2026-12-04), which read as a cost of idle connections.
+        context.progress("      scale/echo: \(rounds) rounds of turns …")
+        Self.measure(measured.flatMap(\.contenders), warmUp: warmUp, turn: turn, rounds: rounds, random: &random)
         report.results = Self.results(measured)
         report.notes += EchoScenario.problemNotes(measured.flatMap(\.contenders))
         report.notes.insert(contentsOf: [
             "Client: loop-bench's main thread, one connection to 127.0.0.1 (TCP_NODELAY) keeping one 64-byte message "
                 + "in flight (send, wait until all of it is back, record the round trip, send the next); n more "
                 + "connections, opened first and never used, held by a child process (`loop-bench "
-                + "--hold-idle-connections n`) so that the client can keep both servers' at once. Servers: child processes, `loop-demo echo --port 0 "
-                + "--loops 1` and `loop-bench --echo-server-dispatch --queues 1`, both holding every connection.",
-            "For each n, the two servers run together: a \(Format.number(Double(warmUp) / 1e9)) s warm-up turn each "
-                + "(discarded), then \(rounds) turns of \(Format.number(Double(turn) / 1e9)) s in an order shuffled "
-                + "every round. 'vs 0 idle': p50 ÷ the same server's p50 with no idle connection. 'vs Dispatch': p50 "
-                + "÷ the Dispatch server's p50 at the same n. 'server CPU µs/rt': the server process's CPU time over "
-                + "its turns (user + system, in 10 ms ticks) ÷ round trips; 'CPU vs 0 idle' compares it likewise.",
+                + "--hold-idle-connections n`) so that the client can keep every server's at once. Servers: child "
+                + "processes, `loop-demo echo --port 0 --loops 1` and `loop-bench --echo-server-dispatch --queues 1`, "
+                + "both holding every connection.",
+            "Both servers at every n run together, each with its own idle connections: a "
+                + "\(Format.number(Double(warmUp) / 1e9)) s warm-up turn each (discarded), then \(rounds) turns of "
+                + "\(Format.number(Double(turn) / 1e9)) s each, in an order shuffled every round, so that a slow "
+                + "stretch of the machine falls on every n alike. 'vs 0 idle': p50 ÷ the same server's p50 with no "
+                + "idle connection. 'vs Dispatch': p50 ÷ the Dispatch server's p50 at the same n. 'server CPU "
+                + "µs/rt': the server process's CPU time over its turns (user + system, in 10 ms ticks) ÷ round "
+                + "trips; 'CPU vs 0 idle' compares it likewise.",
         ], at: 0)
         return [report]
     }
@@ -75,7 +81,8 @@ struct ScaleEchoScenario: Scenario {
         let loopKit = Self.implementation(Self.loopKit, idle: idle)
         var contenders: [EchoContender] = []
         if FileManager.default.isExecutableFile(atPath: demo) {
-            contenders.append(EchoContender(name: loopKit, path: demo, arguments: ["echo", "--port", "0", "--loops", "1"],
+            contenders.append(EchoContender(name: loopKit, path: demo,
+                                            arguments: ["echo", "--port", "0", "--loops", "1"],
                                             connections: 1, idleConnections: idle))
         } else {
             contenders.append(EchoContender(name: loopKit, command: "loop-demo echo --port 0 --loops 1",
