@@ -97,7 +97,7 @@ struct Options {
               --allow-debug   run even in a debug build (the figures are then meaningless)
               --help          this text
 
-            SCENARIOS (about three minutes and a quarter in all; with --runs N, N times that):
+            SCENARIOS (about four minutes in all; with --runs N, N times that):
             \(list.joined(separator: "\n"))
 
             `echo` runs the loop-demo built beside loop-bench (`swift build -c release` builds both).
