@@ -80,14 +80,22 @@ extension Loop {
     /// Moves the blocks queued since the last take from the shared state to `blockQueue`.
     func takeQueuedBlocks() {
         guard self.state.pending.contains(.blocks) else { return }
+        self.takeQueuedBlocks(along: { _ in })
+    }
+
+    /// Moves the blocks queued so far from the shared state to `blockQueue`, in the lock round trip that makes
+    /// `transition`, and returns what it returns.
+    @inline(__always)
+    func takeQueuedBlocks<Result>(along transition: (inout LoopStateMachine) -> Result) -> Result {
         var taken = self.spareBlocks
         self.spareBlocks = []
-        self.state.withLock { $0.takeBlocks(into: &taken) }
-        if !taken.isEmpty {
-            self.blockQueue.append(contentsOf: taken)
-            taken.removeAll(keepingCapacity: taken.capacity <= Loop.spareBlocksCapacityLimit)
+        let result = self.state.withLock { state in
+            state.takeBlocks(into: &taken)
+            return transition(&state)
         }
-        self.spareBlocks = taken
+        self.blockQueue.take(&taken, capacityLimit: Loop.spareBlocksCapacityLimit)
+        self.spareBlocks = taken  // empty; the storage of the queue's last batch, or of the state's list
+        return result
     }
 
     /// Whether a block that `mode` admits is queued. Loop thread.

@@ -225,7 +225,9 @@ extension Loop {
             }
             self.waitGeneration &+= 1
             let outcome = self.waiter.wait(for: items, until: wake, sleepingOn: channel, into: &ready)
-            let hadArrivals = self.state.withLock { $0.endWait() }
+            // The blocks that woke the loop are taken in the wait's closing lock round trip, not in a second one at
+            // the drain: a block's wake-up runs its block sooner.
+            let hadArrivals = self.takeQueuedBlocks(along: { $0.endWait() })
             let isStale = outcome.isWokenByChannel && !hadArrivals && ready.isEmpty && self.passNow < wake
             if !isStale {
                 return true

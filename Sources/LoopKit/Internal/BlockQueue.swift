@@ -5,9 +5,14 @@
 /// nested in one of them drains the same queue, so it continues the outer batch instead of overtaking it (block A
 /// queues C and runs the loop nested: B, queued before C, runs before C). A block that waits for another mode does
 /// not hold back later ones, as in CF.
+///
+/// The usual batch arrives in an empty queue and leaves it empty: it is taken by trading storage with the shared
+/// state's list (no copy, no reference counting), and each block is moved out, leaving `QueuedBlock.taken` in its
+/// place, so that the wake-up of a sleeping loop runs its block through as little code as it can.
 struct BlockQueue {
-    /// Taken entries are `nil` until the outermost drain compacts the storage; `head` skips the taken prefix.
-    private var entries: [QueuedBlock?] = []
+    /// Blocks in queue order; taken ones are `QueuedBlock.taken` until the outermost drain compacts the storage, and
+    /// `head` skips the taken prefix.
+    private var entries: [QueuedBlock] = []
     private var head = 0
     /// How many drains are running (nested in each other's blocks): only the outermost compacts.
     private var drainDepth = 0
@@ -16,17 +21,21 @@ struct BlockQueue {
 
     var isEmpty: Bool { self.head == self.entries.count }
 
-    /// Appends blocks taken from the shared state (already in queue order).
+    /// Takes the blocks of `blocks` (the shared state's list, in queue order) to the end of the queue, leaving
+    /// `blocks` empty. When the queue holds nothing, not even taken places (no drain is running), the two arrays trade
+    /// storage: `blocks` comes back with the queue's empty buffer and its capacity, for the shared state's next list.
+    /// Otherwise `blocks` keeps its own storage if it holds no more than `capacityLimit` blocks.
     ///
-    /// - Complexity: O(*k*) for *k* blocks.
-    mutating func append(contentsOf blocks: [QueuedBlock]) {
-        self.entries.reserveCapacity(self.entries.count + blocks.count)
-        for block in blocks {
-            self.entries.append(block)
+    /// - Complexity: O(1) into an empty queue; O(*k*) for *k* blocks otherwise.
+    mutating func take(_ blocks: inout [QueuedBlock], capacityLimit: Int) {
+        guard let last = blocks.last else { return }
+        if self.entries.isEmpty {
+            swap(&self.entries, &blocks)
+        } else {
+            self.entries.append(contentsOf: blocks)
+            blocks.removeAll(keepingCapacity: blocks.capacity <= capacityLimit)
         }
-        if let last = blocks.last {
-            self.lastAppended = last.sequence
-        }
+        self.lastAppended = last.sequence
     }
 
     /// The sequence number of the last block in the queue, or `nil` when it is empty: a drain's limit.
@@ -36,7 +45,7 @@ struct BlockQueue {
 
     /// Whether a block that `mode` admits is waiting.
     func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {
-        self.entries[self.head...].contains { $0?.modes.admit(mode, commonModes: commonModes) == true }
+        self.entries[self.head...].contains { !$0.isTaken && $0.modes.admit(mode, commonModes: commonModes) }
     }
 
     mutating func beginDrain() {
@@ -55,13 +64,16 @@ struct BlockQueue {
     ) -> QueuedBlock? {
         position = max(position, self.head)
         while position < self.entries.count {
-            guard let block = self.entries[position] else {
+            // Read in place: a copy of the entry would retain and release its closure.
+            let sequence = self.entries[position].sequence
+            if sequence == 0 {  // taken
                 position += 1
                 continue
             }
-            guard block.sequence <= limit else { return nil }
-            if block.modes.admit(mode, commonModes: commonModes) {
-                self.entries[position] = nil
+            guard sequence <= limit else { return nil }
+            if self.entries[position].modes.admit(mode, commonModes: commonModes) {
+                var block = QueuedBlock.taken
+                swap(&block, &self.entries[position])  // moved out: the queue keeps no reference to it
                 self.advanceHead()
                 position += 1
                 return block
@@ -87,14 +99,14 @@ struct BlockQueue {
 
     /// Takes every block left, in order (the thread's final drain).
     mutating func takeAll() -> [QueuedBlock] {
-        let blocks = self.entries[self.head...].compactMap { $0 }
+        let blocks = self.entries[self.head...].filter { !$0.isTaken }
         self.entries = []
         self.head = 0
         return blocks
     }
 
     private mutating func advanceHead() {
-        while self.head < self.entries.count, self.entries[self.head] == nil {
+        while self.head < self.entries.count, self.entries[self.head].isTaken {
             self.head += 1
         }
     }

@@ -14,9 +14,18 @@ enum BlockModes: Sendable {
     }
 }
 
-/// A block waiting for a drain point, numbered in the order it was queued.
+/// A block waiting for a drain point, numbered in the order it was queued (from 1).
 struct QueuedBlock: Sendable {
     let sequence: UInt64
     let modes: BlockModes
     let body: @Sendable () -> Void
+
+    /// What a `BlockQueue` leaves in a block's place when it takes it: sequence 0, no closure context, no storage to
+    /// retain or release.
+    static var taken: QueuedBlock {
+        QueuedBlock(sequence: 0, modes: .one(.default), body: {})
+    }
+
+    /// Whether this is the place of a block already taken.
+    var isTaken: Bool { self.sequence == 0 }
 }
