@@ -56,7 +56,9 @@ struct BlockQueueTests {
         #expect(queue.isEmpty)
     }
 
-    @Test func aBatchTakenDuringADrainWaitsBehindItForTheNextDrain() {
+    /// A queue whose drain of blocks 1 and 2 has taken block 1, in which block 1 queued block 3: the drain's limit
+    /// and cursor come with it.
+    private static func queueWithBlockThreeQueuedByBlockOne() -> (queue: BlockQueue, limit: UInt64, position: Int) {
         var queue = BlockQueue()
         var batch = [Self.block(1), Self.block(2)]
         queue.take(&batch, capacityLimit: 4_096)
@@ -65,9 +67,14 @@ struct BlockQueueTests {
         queue.beginDrain()
         #expect(queue.takeNext(upTo: limit, admittedIn: .default, commonModes: Self.common, from: &position)?
             .sequence == 1)
-        var late = [Self.block(3)]  // queued while block 1 ran
+        var late = [Self.block(3)]
         queue.take(&late, capacityLimit: 4_096)
         #expect(late.isEmpty)
+        return (queue, limit, position)
+    }
+
+    @Test func aBatchTakenDuringADrainWaitsBehindItForTheNextDrain() {
+        var (queue, limit, position) = Self.queueWithBlockThreeQueuedByBlockOne()
         #expect(queue.takeNext(upTo: limit, admittedIn: .default, commonModes: Self.common, from: &position)?
             .sequence == 2)
         #expect(queue.takeNext(upTo: limit, admittedIn: .default, commonModes: Self.common, from: &position) == nil)
@@ -77,17 +84,8 @@ struct BlockQueueTests {
     }
 
     @Test func aDrainNestedInABlockContinuesTheBatchInOrder() {
-        var queue = BlockQueue()
-        var batch = [Self.block(1), Self.block(2)]
-        queue.take(&batch, capacityLimit: 4_096)
-        let limit = queue.lastSequence!
-        var position = 0
-        queue.beginDrain()
-        #expect(queue.takeNext(upTo: limit, admittedIn: .default, commonModes: Self.common, from: &position)?
-            .sequence == 1)
-        // Block 1 queues 3 and runs the loop nested: 2, queued before 3, runs first, then 3.
-        var late = [Self.block(3)]
-        queue.take(&late, capacityLimit: 4_096)
+        var (queue, limit, position) = Self.queueWithBlockThreeQueuedByBlockOne()
+        // Block 1 runs the loop nested: 2, queued before 3, runs first, then 3.
         #expect(Self.drain(&queue, in: .default) == [2, 3])
         #expect(queue.takeNext(upTo: limit, admittedIn: .default, commonModes: Self.common, from: &position) == nil)
         queue.endDrain(capacityLimit: 4_096)
