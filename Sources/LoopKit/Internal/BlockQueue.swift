@@ -65,12 +65,11 @@ struct BlockQueue {
         position = max(position, self.head)
         while position < self.entries.count {
             // Read in place: a copy of the entry would retain and release its closure.
-            let sequence = self.entries[position].sequence
-            if sequence == 0 {  // taken
+            if self.entries[position].isTaken {
                 position += 1
                 continue
             }
-            guard sequence <= limit else { return nil }
+            guard self.entries[position].sequence <= limit else { return nil }
             if self.entries[position].modes.admit(mode, commonModes: commonModes) {
                 var block = QueuedBlock.taken
                 swap(&block, &self.entries[position])  // moved out: the queue keeps no reference to it
