@@ -66,12 +66,7 @@ public final class Loop: @unchecked Sendable {
     /// The buffer a pass sorts its runnable signalled sources in, kept so that running one allocates nothing.
     @exclusivity(unchecked) var spareRunnableSources: [(index: Int, source: LoopSource)] = []
     /// The tracer recording callouts, if one is attached (weak: the tracer owns the recording, not the loop).
-    weak var tracer: LoopTracer? {
-        didSet { self.mayHaveTracer = self.tracer != nil }
-    }
-    /// Whether `tracer` was last set to a tracer: a callout reads the weak reference (a call into the runtime) only
-    /// then.
-    @exclusivity(unchecked) var mayHaveTracer = false
+    weak var tracer: LoopTracer?
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
     @exclusivity(unchecked) var dueTimersScratch: [TimerEntry] = []
     /// The buffer a pass collects its ready descriptor sources in, kept empty between passes so that a callout
