@@ -229,6 +229,9 @@ extension Loop {
 
     /// An executor that runs jobs on this loop in its common modes: an actor whose `unownedExecutor` is this one
     /// runs on the loop's thread. Any thread.
+    ///
+    /// Each call makes a new `LoopExecutor` (all of them one executor to the runtime). An actor should keep the one it
+    /// is given rather than ask for it in `unownedExecutor`, which the runtime reads whenever a task enters the actor.
     public var executor: LoopExecutor {
         LoopExecutor(loop: self, modes: [.common])
     }

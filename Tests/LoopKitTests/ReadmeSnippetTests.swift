@@ -14,6 +14,14 @@ enum ReadmeSnippets {
     /// The display-link snippet's frame work.
     static func render(until deadline: LoopInstant) {}
 
+    // The Swift concurrency snippet: an actor on a loop, keeping its executor.
+    actor Session {
+        let executor: LoopExecutor
+        nonisolated var unownedExecutor: UnownedSerialExecutor { self.executor.asUnownedSerialExecutor() }
+        init(loop: Loop) { self.executor = loop.executor }   // the loop's common modes
+        func received(_ bytes: [UInt8]) { /* on the loop's thread, between its other callbacks */ }
+    }
+
     static func aLoopOnItsOwnThread(socket: CInt) throws {
         let thread = try LoopThread(name: "io")          // a thread running its loop's default mode until shutdown
         let loop = thread.loop
@@ -127,7 +135,7 @@ struct ReadmeSnippetTests {
             .split(separator: "\n", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
         let snippets = try Self.readmeSnippets()
-        #expect(snippets.count == 8)
+        #expect(snippets.count == 9)
         for snippet in snippets {
             let found = source.indices.contains { start in
                 start + snippet.count <= source.count && Array(source[start..<(start + snippet.count)]) == snippet
