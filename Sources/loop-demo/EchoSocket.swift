@@ -5,6 +5,18 @@ import Glibc
 import Darwin
 #endif
 
+// The C library's socket calls, reached from file scope: inside `EchoSocket` its own `listen`, `read`, `send` and
+// `close` hide them, and a module-qualified name (`Glibc.read`) would not build on Darwin.
+private func systemListen(_ descriptor: CInt, _ backlog: CInt) -> CInt { listen(descriptor, backlog) }
+private func systemRead(_ descriptor: CInt, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(descriptor, buffer, count)
+}
+private func systemSend(_ descriptor: CInt, _ bytes: UnsafeRawPointer?, _ count: Int, _ flags: CInt) -> Int {
+    send(descriptor, bytes, count, flags)
+}
+private func systemClose(_ descriptor: CInt) -> CInt { close(descriptor) }
+private func systemShutdownOutput(_ descriptor: CInt) -> CInt { shutdown(descriptor, CInt(SHUT_WR)) }
+
 /// The socket calls of the echo server, each returning what happened instead of a bare `-1` and `errno`.
 ///
 /// Every descriptor is non-blocking and close-on-exec. Any thread.
@@ -26,8 +38,7 @@ enum EchoSocket {
     /// - Returns: The descriptor and the port it listens on.
     /// - Throws: `DemoError` naming the call that failed.
     static func listen(port: UInt16, backlog: CInt = 1024) throws(DemoError) -> (descriptor: CInt, port: UInt16) {
-        let descriptor = socket(AF_INET, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
-                                    | CInt(SOCK_CLOEXEC.rawValue), 0)
+        let descriptor = self.makeStreamSocket()
         guard descriptor >= 0 else { throw DemoError("socket: \(self.describe(errno))") }
         var one: CInt = 1
         setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size))
@@ -40,7 +51,7 @@ enum EchoSocket {
                 bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard bound == 0, Glibc.listen(descriptor, backlog) == 0 else {
+        guard bound == 0, systemListen(descriptor, backlog) == 0 else {
             let error = errno
             close(descriptor)
             throw DemoError("cannot listen on 127.0.0.1:\(port): \(self.describe(error))")
@@ -61,6 +72,7 @@ enum EchoSocket {
             if descriptor >= 0 {
                 var one: CInt = 1
                 setsockopt(descriptor, CInt(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<CInt>.size))
+                self.suppressSIGPIPE(descriptor)
                 return .success(descriptor)
             }
             let error = errno
@@ -86,7 +98,7 @@ enum EchoSocket {
     /// Reads what is there, up to `buffer.count` bytes.
     static func read(_ descriptor: CInt, into buffer: UnsafeMutableRawBufferPointer) -> Transfer {
         while true {
-            let count = Glibc.read(descriptor, buffer.baseAddress, buffer.count)
+            let count = systemRead(descriptor, buffer.baseAddress, buffer.count)
             if count > 0 { return .moved(count) }
             if count == 0 { return .endOfInput }
             let error = errno
@@ -98,7 +110,7 @@ enum EchoSocket {
     /// Sends what the socket takes of `bytes`, without `SIGPIPE` when the peer has gone (`EPIPE` is returned).
     static func send(_ descriptor: CInt, _ bytes: UnsafeRawBufferPointer) -> Transfer {
         while true {
-            let count = Glibc.send(descriptor, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL))
+            let count = systemSend(descriptor, bytes.baseAddress, bytes.count, self.sendFlags)
             if count > 0 { return .moved(count) }
             let error = errno
             if count == 0 || error == EAGAIN || error == EWOULDBLOCK { return .wouldBlock }
@@ -109,12 +121,50 @@ enum EchoSocket {
 
     /// Closes `descriptor`; a failure is not actionable after the close (the number is free either way on Linux).
     static func close(_ descriptor: CInt) {
-        _ = Glibc.close(descriptor)
+        _ = systemClose(descriptor)
     }
 
     /// Ends the output (shutdown(2), SHUT_WR): the peer reads everything sent so far, then the end.
     static func endOutput(_ descriptor: CInt) {
-        _ = Glibc.shutdown(descriptor, CInt(SHUT_WR))
+        _ = systemShutdownOutput(descriptor)
+    }
+
+    /// A non-blocking, close-on-exec TCP socket, or -1 with `errno` set.
+    private static func makeStreamSocket() -> CInt {
+        #if os(Linux)
+        return socket(AF_INET, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
+                          | CInt(SOCK_CLOEXEC.rawValue), 0)
+        #else
+        // No SOCK_NONBLOCK or SOCK_CLOEXEC here: both are set just after (a process spawned in between would inherit
+        // the socket; the demo spawns none).
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        guard descriptor >= 0 else { return -1 }
+        guard fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) == 0,
+              fcntl(descriptor, F_SETFD, FD_CLOEXEC) == 0 else {
+            let error = errno
+            _ = systemClose(descriptor)
+            errno = error
+            return -1
+        }
+        return descriptor
+        #endif
+    }
+
+    /// How `send` is asked not to raise `SIGPIPE`: a flag per call on Linux; elsewhere `suppressSIGPIPE(_:)` sets a
+    /// socket option instead.
+    #if os(Linux)
+    private static let sendFlags = CInt(MSG_NOSIGNAL)
+    #else
+    private static let sendFlags: CInt = 0
+    #endif
+
+    /// Makes writes to `descriptor` fail with `EPIPE` instead of raising `SIGPIPE`, where the system has no per-call
+    /// flag for it (Darwin's `SO_NOSIGPIPE`); nothing to do on Linux, whose `send` takes `MSG_NOSIGNAL`.
+    private static func suppressSIGPIPE(_ descriptor: CInt) {
+        #if !os(Linux)
+        var one: CInt = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_NOSIGPIPE, &one, socklen_t(MemoryLayout<CInt>.size))
+        #endif
     }
 
     /// `errno`'s name and text, for a log line: `"ECONNRESET (Connection reset by peer)"`.
