@@ -49,6 +49,20 @@ int cloopkit_poll_ns(struct pollfd *fds, unsigned long count, int64_t timeout_ns
 #endif
 }
 
+#if !defined(__linux__)
+// Where pipe2, accept4 and SOCK_NONBLOCK do not exist: sets O_NONBLOCK and FD_CLOEXEC on a descriptor just made.
+// On failure closes it, keeping the fcntl's errno, and returns -1. (A process spawned in between would inherit it.)
+static int cloopkit_make_nonblocking_or_close(int fd) {
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+#endif
+
 int cloopkit_pipe_nonblocking(int fds[2]) {
 #if defined(__linux__)
     return pipe2(fds, O_NONBLOCK | O_CLOEXEC);
@@ -57,11 +71,9 @@ int cloopkit_pipe_nonblocking(int fds[2]) {
         return -1;
     }
     for (int i = 0; i < 2; i++) {
-        if (fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK) != 0 ||
-            fcntl(fds[i], F_SETFD, FD_CLOEXEC) != 0) {
+        if (cloopkit_make_nonblocking_or_close(fds[i]) < 0) {
             int saved = errno;
-            close(fds[0]);
-            close(fds[1]);
+            close(fds[1 - i]);  // the other end, still open either way
             errno = saved;
             return -1;
         }
@@ -80,13 +92,16 @@ int cloopkit_accept_nonblocking(int listener) {
     return accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 #else
     int fd = accept(listener, NULL, NULL);
-    if (fd >= 0 && (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    return fd;
+    return fd < 0 ? -1 : cloopkit_make_nonblocking_or_close(fd);
+#endif
+}
+
+int cloopkit_stream_socket_nonblocking(int domain) {
+#if defined(__linux__)
+    return socket(domain, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+#else
+    int fd = socket(domain, SOCK_STREAM, 0);
+    return fd < 0 ? -1 : cloopkit_make_nonblocking_or_close(fd);
 #endif
 }
 

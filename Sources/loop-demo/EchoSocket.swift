@@ -38,7 +38,7 @@ enum EchoSocket {
     /// - Returns: The descriptor and the port it listens on.
     /// - Throws: `DemoError` naming the call that failed.
     static func listen(port: UInt16, backlog: CInt = 1024) throws(DemoError) -> (descriptor: CInt, port: UInt16) {
-        let descriptor = self.makeStreamSocket()
+        let descriptor = cloopkit_stream_socket_nonblocking(AF_INET)
         guard descriptor >= 0 else { throw DemoError("socket: \(self.describe(errno))") }
         var one: CInt = 1
         setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<CInt>.size))
@@ -127,27 +127,6 @@ enum EchoSocket {
     /// Ends the output (shutdown(2), SHUT_WR): the peer reads everything sent so far, then the end.
     static func endOutput(_ descriptor: CInt) {
         _ = systemShutdownOutput(descriptor)
-    }
-
-    /// A non-blocking, close-on-exec TCP socket, or -1 with `errno` set.
-    private static func makeStreamSocket() -> CInt {
-        #if os(Linux)
-        return socket(AF_INET, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
-                          | CInt(SOCK_CLOEXEC.rawValue), 0)
-        #else
-        // No SOCK_NONBLOCK or SOCK_CLOEXEC here: both are set just after (a process spawned in between would inherit
-        // the socket; the demo spawns none).
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        guard descriptor >= 0 else { return -1 }
-        guard fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) == 0,
-              fcntl(descriptor, F_SETFD, FD_CLOEXEC) == 0 else {
-            let error = errno
-            _ = systemClose(descriptor)
-            errno = error
-            return -1
-        }
-        return descriptor
-        #endif
     }
 
     /// How `send` is asked not to raise `SIGPIPE`: a flag per call on Linux; elsewhere `suppressSIGPIPE(_:)` sets a

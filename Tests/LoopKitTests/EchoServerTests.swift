@@ -1,3 +1,4 @@
+import CLoopKitSystem
 import Foundation
 import Testing
 
@@ -85,6 +86,36 @@ struct EchoServerTests {
         let (status, errors) = server.waitForExit()
         #expect(status == 0, "loop-demo echo's standard error: \(errors)")
         #expect(errors.contains("EMFILE"))
+    }
+
+    @Test func theServersListeningAndAcceptedSocketsAreNonBlockingAndCloseOnExec() throws {
+        let listener = cloopkit_stream_socket_nonblocking(AF_INET)
+        try #require(listener >= 0, "socket: errno \(errno)")
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                try #require(bind(listener, $0, length) == 0 && listen(listener, 1) == 0)
+                try #require(getsockname(listener, $0, &length) == 0)
+            }
+        }
+        // Nothing to accept yet: a non-blocking listener says so instead of waiting.
+        #expect(cloopkit_accept_nonblocking(listener) == -1 && errno == EAGAIN)
+
+        let client = try LoopbackClient(port: UInt16(bigEndian: address.sin_port))
+        var ready = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        try #require(poll(&ready, 1, 10_000) == 1)
+        let accepted = cloopkit_accept_nonblocking(listener)
+        try #require(accepted >= 0, "accept: errno \(errno)")
+        defer { close(accepted) }
+        for descriptor in [listener, accepted] {
+            #expect(fcntl(descriptor, F_GETFL) & O_NONBLOCK != 0)
+            #expect(fcntl(descriptor, F_GETFD) & FD_CLOEXEC != 0)
+        }
+        withExtendedLifetime(client) {}  // connected until the accepted end is checked
     }
 }
 

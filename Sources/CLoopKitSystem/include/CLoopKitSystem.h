@@ -24,6 +24,10 @@ int cloopkit_pipe_nonblocking(int fds[2]);
 /// does not exist).
 int cloopkit_accept_nonblocking(int listener);
 
+/// socket(2) of type SOCK_STREAM in `domain` (AF_INET, AF_INET6, AF_UNIX) with SOCK_NONBLOCK | SOCK_CLOEXEC (socket +
+/// fcntl where those flags do not exist); -1 with errno set.
+int cloopkit_stream_socket_nonblocking(int domain);
+
 /// epoll_create1(2) with EPOLL_CLOEXEC; -1 with errno ENOSYS where there is no epoll.
 int cloopkit_epoll_create(void);
 
