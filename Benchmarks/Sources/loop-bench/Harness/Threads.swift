@@ -149,7 +149,8 @@ extension LoopThread {
 }
 
 /// The floor: a bare thread blocked in poll(2) or epoll_wait(2) on a descriptor, with optional idle descriptors
-/// beside it. After each wake it reads the signal descriptor and calls `onWake`: the least any event loop must do.
+/// beside it, or in futex(2) on a word. After each wake it reads the signal descriptor (or the word) and calls
+/// `onWake`: the least any event loop must do.
 final class FloorWaiter: Sendable {
     enum Wait: Sendable {
         case poll
@@ -159,12 +160,17 @@ final class FloorWaiter: Sendable {
     enum Signal: Sendable {
         case pipe
         case eventfd
+        /// A futex word, incremented and woken (FUTEX_WAKE) by `wake()`, slept on with FUTEX_WAIT_BITSET: the
+        /// mechanism a LoopKit loop without descriptors sleeps on. The wait is always futex(2), whatever `Wait` says.
+        case futex
     }
 
     private let signalRead: CInt
     private let signalWrite: CInt
     private let signal: Signal
     private let idle: [CInt]
+    /// The futex word (`.futex`); allocated either way, so that it is never optional.
+    private let word: FutexWord
     private let stopFlag = StopFlag()
     private let thread: BenchThread
 
@@ -184,14 +190,31 @@ final class FloorWaiter: Sendable {
             let descriptor = cbench_eventfd()
             precondition(descriptor >= 0, "eventfd failed")
             (self.signalRead, self.signalWrite) = (descriptor, descriptor)
+        case .futex:
+            (self.signalRead, self.signalWrite) = (-1, -1)
         }
+        self.word = FutexWord()
         self.signal = signal
         self.idle = (0..<idleDescriptors).map { _ in cbench_eventfd() }
         precondition(!self.idle.contains(-1), "eventfd failed: raise the descriptor limit")
         let watched = [self.signalRead] + self.idle
         let signalRead = self.signalRead
         let stopFlag = self.stopFlag
+        let word = self.word
         self.thread = BenchThread(name: name, tuned: true) { ready in
+            if signal == .futex {
+                var seen = cloopkit_futex_load(word.pointer)
+                ready()
+                while true {
+                    while cloopkit_futex_load(word.pointer) == seen {
+                        _ = cloopkit_futex_wait(word.pointer, seen, .max)
+                    }
+                    seen = cloopkit_futex_load(word.pointer)
+                    if stopFlag.isRaised { break }
+                    onWake()
+                }
+                return
+            }
             var epoll: CInt = -1
             if wait == .epoll {
                 epoll = cbench_epoll_create()
@@ -220,6 +243,18 @@ final class FloorWaiter: Sendable {
         switch self.signal {
         case .pipe: _ = cbench_write_byte(self.signalWrite)
         case .eventfd: _ = cbench_eventfd_signal(self.signalWrite)
+        case .futex: _ = cloopkit_futex_increment_and_wake(self.word.pointer)
+        }
+    }
+
+    /// A futex word's memory, handed to the floor's thread and to producers.
+    // @unchecked Sendable: the word is only touched through the C target's atomic futex calls.
+    private struct FutexWord: @unchecked Sendable {
+        let pointer: UnsafeMutablePointer<UInt32>
+
+        init() {
+            self.pointer = .allocate(capacity: 1)
+            self.pointer.initialize(to: 0)
         }
     }
 
@@ -227,8 +262,9 @@ final class FloorWaiter: Sendable {
         self.stopFlag.raise()
         self.wake()
         self.thread.join()
-        for descriptor in Set([self.signalRead, self.signalWrite] + self.idle) {
+        for descriptor in Set([self.signalRead, self.signalWrite] + self.idle) where descriptor >= 0 {
             _ = cbench_close(descriptor)
         }
+        self.word.pointer.deallocate()
     }
 }

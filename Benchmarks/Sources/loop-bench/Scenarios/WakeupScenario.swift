@@ -6,7 +6,7 @@ import LoopKit
 /// `wakeup`: one-way latency from a producer's time stamp to the start of the callback on a sleeping thread.
 struct WakeupScenario: Scenario {
     let name = "wakeup"
-    let summary = "one-way wake-up latency to a sleeping loop, 8 implementations interleaved, random 100–300 µs gaps"
+    let summary = "one-way wake-up latency to a sleeping loop, 9 implementations interleaved, random 100–300 µs gaps"
 
     static let loopKitPerform = "LoopKit perform"
     static let loopKitSource = "LoopKit signalled source"
@@ -16,6 +16,7 @@ struct WakeupScenario: Scenario {
     static let dispatchAsync = "DispatchQueue.async (serial)"
     static let pipeFloor = "floor: poll on a pipe"
     static let eventfdFloor = "floor: poll on an eventfd"
+    static let futexFloor = "floor: futex wait"
 
     func run(_ context: BenchContext) -> [ScenarioReport] {
         let rounds = context.samples(20_000)
@@ -35,7 +36,7 @@ struct WakeupScenario: Scenario {
         }
         report.notes = [
             "Each sample: the producer stamps CLOCK_MONOTONIC and hands over work; the callback's first statement "
-                + "stamps again. One hand-over in flight at a time, each after a random 100–300 µs gap; the eight "
+                + "stamps again. One hand-over in flight at a time, each after a random 100–300 µs gap; the nine "
                 + "implementations take turns in an order shuffled every round, so that the machine's noise, and "
                 + "whatever ran just before a wake-up, falls on all of them alike.",
             "Foundation on Linux: RunLoop.perform does not wake a sleeping loop, so it is followed by "
@@ -51,7 +52,7 @@ struct WakeupScenario: Scenario {
         return [report]
     }
 
-    /// The eight implementations, each on a thread of its own, asleep until the producer hands over work.
+    /// The nine implementations, each on a thread of its own, asleep until the producer hands over work.
     static func makeTargets(capacity: Int) -> [WakeupTarget] {
         var targets: [WakeupTarget] = []
 
@@ -95,7 +96,7 @@ struct WakeupScenario: Scenario {
             queue.async { dispatchProbe.arrive() }
         }, shutdown: {}))
 
-        for (name, signal) in [(pipeFloor, FloorWaiter.Signal.pipe), (eventfdFloor, .eventfd)] {
+        for (name, signal) in [(pipeFloor, FloorWaiter.Signal.pipe), (eventfdFloor, .eventfd), (futexFloor, .futex)] {
             let probe = WakeupProbe(capacity: capacity)
             let floor = FloorWaiter(name: "bench-floor", signal: signal, wait: .poll) { probe.arrive() }
             targets.append(WakeupTarget(name: name, probe: probe, consumer: floor.identity, send: { floor.wake() },
