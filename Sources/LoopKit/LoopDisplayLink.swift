@@ -11,8 +11,8 @@ import Synchronization
 /// A link may be created on any thread; its properties are immutable but for `isPaused`. `isPaused`, `invalidate()`
 /// and `isValid` are safe from any thread; the callback runs on the loop's thread and may invalidate the link. A link
 /// belongs to one loop.
-// @unchecked Sendable: `previousIndex` is touched only on the loop's thread (from the timer's callback); cross-thread
-// state is atomic or in a LoopLock, and `timer` is itself thread-safe where it must be.
+// @unchecked Sendable: `previousIndex` and `previousTarget` are touched only on the loop's thread (from the timer's
+// callback); cross-thread state is atomic or in a LoopLock, and `timer` is itself thread-safe where it must be.
 public final class LoopDisplayLink: @unchecked Sendable {
     /// The display whose grid the link follows.
     public let display: LoopDisplay
@@ -28,14 +28,6 @@ public final class LoopDisplayLink: @unchecked Sendable {
     private let pauseChanges = LoopLock(false)
     /// Set on resume: the next frame counts no skipped frames (paused frames were not missed, just not wanted).
     private let resumed = Atomic<Bool>(false)
-    /// `nil` once invalidated: `invalidate()` lets go of it on whatever thread calls it.
-    private let callback: LoopLock<Callback?>
-
-    /// The callback, in a struct: a function stored in a generic (the lock) would be read back through a thunk whose
-    /// context is allocated at every frame.
-    private struct Callback {
-        let call: (LoopDisplayLink, DisplayFrame) -> Void
-    }
     /// Held weakly: a link in a mode is held by its loop, and a monitor holds its loop, so a strong reference would
     /// keep an invalidated monitor, and a loop of the user's own, alive.
     private let monitors = LoopLock<[WeakMonitor]>([])
@@ -43,7 +35,9 @@ public final class LoopDisplayLink: @unchecked Sendable {
     private let hasMonitors = Atomic<Bool>(false)
 
     // MARK: Loop thread only
+    /// The last frame reported, and its target: the next frame's index and timestamp while the link keeps up.
     private var previousIndex: Int64?
+    private var previousTarget = LoopInstant.distantFuture
 
     /// A link at `preferredRate` frames per second (0 for the display's maximum).
     ///
@@ -90,16 +84,17 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.display = display
         self.refreshesPerFrame = refreshesPerFrame
         self.rate = Double(display.maximumRate) / Double(refreshesPerFrame)
-        self.callback = LoopLock(Callback(call: callback))
         let grid = TimerGrid { [display] slot, now in
             display.nextFrame(after: max(slot ?? now, now), refreshesPerFrame: refreshesPerFrame).instant
         }
         let interval = display.frameDuration(refreshesPerFrame: refreshesPerFrame)
+        // The user's callback lives in the timer's: the timer takes it under the lock it takes anyway to fire, and
+        // lets go of it when invalidated, so a frame takes no lock of the link's own.
         self.timer = LoopTimer(grid: grid, interval: interval) { _ in
             // The grid holds the link while the timer is in a mode, so whenever it fires (a strong load: no weak
             // reference to resolve per frame). The timer must exist before `self` does, hence this way round.
             guard let link = grid.retainedServedObject else { return }
-            unsafeDowncast(link, to: LoopDisplayLink.self).fire(slot: grid.firingSlot, now: grid.firingNow)
+            unsafeDowncast(link, to: LoopDisplayLink.self).fire(slot: grid.firingSlot, now: grid.firingNow, callback)
         }
         grid.servedObject = self
     }
@@ -146,12 +141,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// added to a loop keeps ticking even when the caller keeps no reference to it. Its callback, and what the
     /// callback captured, are let go of before this returns (a call already under way finishes).
     public func invalidate() {
-        self.timer.invalidate()
-        let released = self.callback.withLock { callback in
-            defer { callback = nil }
-            return callback
-        }
-        withExtendedLifetime(released) {}  // let go of here, after the lock
+        self.timer.invalidate()  // lets go of the timer's callback, which holds the link's
     }
 
     /// Tells `monitor` about every frame (used by `HitchMonitor.attach(to:)`); once, however often it is added. Any
@@ -167,19 +157,20 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.hasMonitors.store(true, ordering: .releasing)
     }
 
-    /// The link's timer fired for the grid point `slot`; the loop's clock read `now` just before. Loop thread.
-    private func fire(slot: LoopInstant, now: LoopInstant) {
+    /// The link's timer fired for the grid point `slot`, with `callback`; the loop's clock read `now` just before.
+    /// Loop thread.
+    private func fire(slot: LoopInstant, now: LoopInstant, _ callback: (LoopDisplayLink, DisplayFrame) -> Void) {
         guard !self.isPaused, slot != .distantFuture else { return }
         // Loaded first: the exchange is a locked instruction, and a link is seldom resumed.
         if self.resumed.load(ordering: .relaxed) && self.resumed.exchange(false, ordering: .acquiringAndReleasing) {
             self.previousIndex = nil
         }
-        // A link fired late (its mode was not running) reports the grid point that just passed, not its old slot.
-        let index = self.display.frameIndex(atOrBefore: max(slot, now), refreshesPerFrame: self.refreshesPerFrame)
-        let timestamp = self.display.instant(ofFrame: index, refreshesPerFrame: self.refreshesPerFrame)
-        let target = self.display.instant(ofFrame: index + 1, refreshesPerFrame: self.refreshesPerFrame)
+        let (index, timestamp, target) = self.frame(firedFor: slot, now: now)
         let skipped = self.previousIndex.map { max(0, Int(index - $0) - 1) } ?? 0
         self.previousIndex = index
+        self.previousTarget = target
+        // The timer's next slot, unless the callback overruns it: the grid need not work it out again.
+        self.timer.grid?.followingSlot = target
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
         if self.hasMonitors.load(ordering: .acquiring) {
             let stopped = self.monitors.withLock { $0 }.filter { $0.monitor?.frameWillRun(frame) != true }
@@ -187,6 +178,25 @@ public final class LoopDisplayLink: @unchecked Sendable {
                 self.monitors.withLock { $0.removeAll { entry in stopped.contains { $0 === entry } } }
             }
         }
-        self.callback.withLock { $0 }?.call(self, frame)
+        callback(self, frame)
+    }
+
+    /// The frame to report for a fire at `slot` when the clock reads `now`: the grid point at or before the later of
+    /// the two (a link fired late, its mode not running, reports the grid point that just passed, not its old slot),
+    /// its instant, and the next grid point's. Loop thread.
+    private func frame(firedFor slot: LoopInstant, now: LoopInstant) -> (index: Int64, instant: LoopInstant,
+                                                                         target: LoopInstant) {
+        // Keeping up, the slot is the last frame's target and the clock has not reached the frame after: one instant
+        // to work out instead of a division and three.
+        if let previousIndex, slot == self.previousTarget, previousIndex < .max - 1 {
+            let target = self.display.instant(ofFrame: previousIndex + 2, refreshesPerFrame: self.refreshesPerFrame)
+            if now < target {
+                return (previousIndex + 1, slot, target)
+            }
+        }
+        let index = self.display.frameIndex(atOrBefore: max(slot, now), refreshesPerFrame: self.refreshesPerFrame)
+        return (index,
+                self.display.instant(ofFrame: index, refreshesPerFrame: self.refreshesPerFrame),
+                self.display.instant(ofFrame: index + 1, refreshesPerFrame: self.refreshesPerFrame))
     }
 }

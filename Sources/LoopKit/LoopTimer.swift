@@ -314,6 +314,7 @@ public final class LoopTimer: @unchecked Sendable {
         if let grid = self.grid {
             grid.firingSlot = slot
             grid.firingNow = clock.now
+            grid.followingSlot = nil
         }
         self.isFiring = true
         firing.callback(self)
@@ -329,7 +330,7 @@ public final class LoopTimer: @unchecked Sendable {
                 released = schedule.invalidate()
                 return .done
             }
-            schedule.fireDate = self.grid?.nextSlot(slot, now)
+            schedule.fireDate = self.grid?.slot(after: slot, now: now)
                 ?? LoopTimer.nextSlot(after: slot, step: self.intervalNanoseconds, now: now)
             return .requeue(at: schedule.nextFire)
         }

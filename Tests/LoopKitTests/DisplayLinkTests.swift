@@ -130,6 +130,39 @@ struct DisplayLinkTests {
         }
     }
 
+    @Test func aCallbackEndingOnTheNextGridPointSkipsItAndALateFireReportsTheFrameItLandsIn() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let display = LoopDisplay.default
+        let frameLength = display.frameDuration(refreshesPerFrame: 1)
+        let seen = Recorder<DisplayFrame>()
+        let link = LoopDisplayLink(display: display) { link, frame in
+            seen.append(frame)
+            if seen.count == 2 {
+                clock.advance(to: frame.targetTimestamp)  // ends on the target: that grid point is already gone
+            }
+            if seen.count == 5 { link.invalidate() }
+        }
+        // After the third frame the loop wakes for the fourth, and the clock jumps two frames on before the timers'
+        // phase: the link fires late, for the frame the clock is in.
+        let late = LoopObserver(activities: .afterWaiting) { _, _ in
+            if seen.count == 3 { clock.advance(by: frameLength * 2 + .nanoseconds(1)) }
+        }
+        loop.add(late, forMode: .default)
+        loop.add(link, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        late.invalidate()
+        let frames = seen.elements
+        let base = frames[0].index
+        #expect(frames.map(\.index) == [base, base + 1, base + 3, base + 6, base + 7])
+        #expect(frames.map(\.skippedFrames) == [0, 0, 1, 2, 0])
+        for frame in frames {
+            #expect(frame.timestamp == display.instant(ofFrame: frame.index, refreshesPerFrame: 1))
+            #expect(frame.targetTimestamp == display.instant(ofFrame: frame.index + 1, refreshesPerFrame: 1))
+        }
+    }
+
     @Test func aPausedLinkResumesOnTheGridWithoutCountingPausedFramesAsSkipped() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)

@@ -8,9 +8,13 @@ final class TimerGrid: @unchecked Sendable {
     let nextSlot: @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant
 
     /// The object the timer works for (a display link), kept alive while the timer is in a mode, as a run loop
-    /// retains a scheduled CADisplayLink; weak otherwise, so an unscheduled link is freed. Set before the timer is
+    /// retains a scheduled CADisplayLink; not otherwise, so an unscheduled link is freed. Set before the timer is
     /// first added, never after.
-    weak var servedObject: AnyObject?
+    ///
+    /// `unowned`, not `weak`: it is read only when the timer joins a mode, and the object is alive then (it owns the
+    /// timer, and `Loop.add` keeps it alive until the timer is attached). A weak reference would give the object a
+    /// side table, and every frame's retain and release of it would take the runtime's slow path.
+    unowned(safe) var servedObject: AnyObject?
 
     // MARK: Loop thread only
     /// `servedObject`, held while the timer is in a mode (so, whenever it fires).
@@ -21,8 +25,23 @@ final class TimerGrid: @unchecked Sendable {
     @exclusivity(unchecked) var firingSlot = LoopInstant.distantFuture
     /// The loop's clock just before the callback.
     @exclusivity(unchecked) var firingNow = LoopInstant.distantFuture
+    /// The grid point after the one the callback reported, when the served object worked it out (a display link's
+    /// frame has it as its target): the next slot, unless the callback overran it. Cleared before each callback.
+    @exclusivity(unchecked) var followingSlot: LoopInstant?
 
     init(_ nextSlot: @escaping @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant) {
         self.nextSlot = nextSlot
+    }
+
+    /// The first grid point after `now` for a timer that has just fired for `slot`: `followingSlot` when the fire
+    /// left one that is still ahead (a frame's arithmetic is not done twice), `nextSlot` otherwise. Loop thread, after
+    /// the callback.
+    func slot(after slot: LoopInstant, now: LoopInstant) -> LoopInstant {
+        // `followingSlot` is the first grid point after max(slot, the clock before the callback); while it is still
+        // after max(slot, now) nothing lies between, so it is also the first grid point after that.
+        if let following = self.followingSlot, following > now, following > slot {
+            return following
+        }
+        return self.nextSlot(slot, now)
     }
 }
