@@ -18,6 +18,12 @@ extension Loop {
         // Fired first: an outer pass's batch (this is a run nested in one of its callbacks), due before anything else.
         self.fireUnfiredDueTimers(of: items, now: now)
         guard let first = items.timers.queue.first, first.deadline <= now.nanoseconds else { return }
+        // One due entry, the usual case: fired straight from the queue. A run nested in its callback finds no batch
+        // left behind, as it would find this one fired to its end.
+        if let (entry, timer) = items.timers.takeOnlyDue(at: now.nanoseconds) {
+            self.fire(timer, for: entry, now: now)
+            return
+        }
         // The loop's scratch buffer, taken so that a run nested in a callback gets (and allocates) its own.
         var due = self.dueTimersScratch
         self.dueTimersScratch = []
@@ -42,21 +48,29 @@ extension Loop {
     /// callback runs.
     private func fireUnfiredDueTimers(of items: ModeItems, now: LoopInstant) {
         while let (entry, timer) = items.timers.takeNextDue() {
-            // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
-            guard let timer, !timer.isFiring,
-                  let firing = timer.beginFire(deadline: entry.deadline, now: now.nanoseconds) else {
-                continue
+            if let timer {
+                self.fire(timer, for: entry, now: now)
             }
-            self.firedTimers &+= 1
-            let after = self.callOut(.timer) {
-                timer.fire(firing, clock: self.clock)
-            }
-            switch after {
-            case .requeue(let next):
-                self.requeue(timer, at: next)
-            case .done:
-                self.detachEverywhere(timer)
-            }
+        }
+    }
+
+    /// Fires `timer` for its queue entry `entry` (taken from the queue), then queues its next fire in its modes or
+    /// detaches it.
+    @inline(__always)
+    private func fire(_ timer: LoopTimer, for entry: TimerEntry, now: LoopInstant) {
+        // A timer whose callback is running (this is a nested run) is queued again when its callback returns.
+        guard !timer.isFiring, let firing = timer.beginFire(deadline: entry.deadline, now: now.nanoseconds) else {
+            return
+        }
+        self.firedTimers &+= 1
+        let after = self.callOut(.timer) {
+            timer.fire(firing, clock: self.clock)
+        }
+        switch after {
+        case .requeue(let next):
+            self.requeue(timer, at: next)
+        case .done:
+            self.detachEverywhere(timer)
         }
     }
 }

@@ -143,6 +143,20 @@ struct ModeTimers {
             : self.queue.first?.deadline
     }
 
+    /// Takes the earliest entry, with its timer, when it is live and the only one due at `now`: the usual fire (a
+    /// repeating timer's slot, a display link's frame), which needs no batch. `nil` otherwise, with the queue as it
+    /// was.
+    @inline(__always)
+    mutating func takeOnlyDue(at now: UInt64) -> (entry: TimerEntry, timer: LoopTimer)? {
+        guard self.nextDue >= self.due.count, let first = self.queue.first, first.deadline <= now,
+              !self.queue.hasSecondDue(at: now), self.slots[Int(first.slot)].push == first.push,
+              let timer = self.slots[Int(first.slot)].timer else {
+            return nil
+        }
+        self.queue.removeFirst()
+        return (first, timer)
+    }
+
     /// Takes every entry due at `now` from the queue into `batch`, earliest first, keeping only live ones.
     mutating func takeDue(at now: UInt64, into batch: inout [TimerEntry]) {
         let slots = self.slots

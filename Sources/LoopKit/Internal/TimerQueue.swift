@@ -51,6 +51,12 @@ struct TimerQueue {
         return first
     }
 
+    /// Whether an entry besides the first is due at `now` (the second in order is a child of the root).
+    func hasSecondDue(at now: UInt64) -> Bool {
+        (self.entries.count > 1 && self.entries[1].deadline <= now)
+            || (self.entries.count > 2 && self.entries[2].deadline <= now)
+    }
+
     /// Takes every entry due at `now` out of the queue, appending the live ones to `batch` in `(deadline, push)`
     /// order; stale ones are dropped.
     ///
