@@ -12,8 +12,8 @@ import Synchronization
 /// A mode with many descriptor sources (16 or more) keeps them in an epoll set, so that a pass costs the same however
 /// many are idle. There, as libuv and SwiftNIO ask, cancel a source before closing its descriptor: epoll forgets a
 /// closed descriptor without a word, so a close without a cancel is found by looking: the loop looks at 16 of the
-/// mode's descriptors every 8 waits, and at all of them at the first wait of a run that begins a sweep cycle or more
-/// after the last such look. A descriptor closed under a live source is then reported `invalid` within n / 2 passes
+/// mode's descriptors every 32 waits, and at all of them at the first wait of a run that begins a sweep cycle or more
+/// after the last such look. A descriptor closed under a live source is then reported `invalid` within 2n passes
 /// (a loop asleep with nothing to do finds it when it next wakes), never spun on; one closed while a `dup` of it lives
 /// on elsewhere may make the loop rebuild the mode's epoll set once (O(n)).
 ///

@@ -134,7 +134,7 @@ struct LargeModeDescriptorTests {
             reports.append(events)
         }
         loop.add(source, forMode: .default)
-        // Passes every millisecond: the sweep finds the close within n / 2 of them.
+        // Passes every millisecond: the sweep finds the close within 2n of them.
         loop.add(LoopTimer(interval: .milliseconds(1), repeats: true) { _ in }, forMode: .default)
         try loop.sleepOnceInEpoll()
         closeDescriptorForTest(descriptor)

@@ -74,6 +74,26 @@ int cbench_pin_to_last_processor(void) {
     return -1;
 }
 
+/// The affinity `cbench_pin_process_tree_begin` replaced, for `cbench_pin_process_tree_end`.
+static cpu_set_t saved_affinity;
+static int has_saved_affinity;
+
+int cbench_pin_process_tree_begin(void) {
+    if (sched_getaffinity(0, sizeof saved_affinity, &saved_affinity) != 0) {
+        return -1;
+    }
+    has_saved_affinity = 1;
+    return cbench_pin_to_last_processor();
+}
+
+int cbench_pin_process_tree_end(void) {
+    if (!has_saved_affinity) {
+        return -1;
+    }
+    has_saved_affinity = 0;
+    return sched_setaffinity(0, sizeof saved_affinity, &saved_affinity);
+}
+
 int cbench_release_free_memory(void) {
 #if defined(__GLIBC__)
     return malloc_trim(0);

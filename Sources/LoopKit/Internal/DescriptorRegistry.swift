@@ -10,7 +10,7 @@
 /// epoll silently forgets a closed descriptor, so it cannot report the close to the source as DESIGN §1 promises.
 /// Every few waits, the loop therefore also polls a few registered numbers in turn, for a close only
 /// (`appendDirectlyPolled`), and the first wait of a run polls them all unless the last full look is recent: a close
-/// without a cancel is reported within n / 2 waits, at a cost per wait that does not grow with n. (libuv and SwiftNIO
+/// without a cancel is reported within 2n waits, at a number of calls per wait that does not grow with n. (libuv and SwiftNIO
 /// simply require a cancel before the close; LoopKit asks for it too, and keeps its promise when it is forgotten.)
 ///
 /// Registrations follow the sources as they join and leave the mode (`add`, `remove`) and, before each sleep, the

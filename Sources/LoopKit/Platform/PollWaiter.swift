@@ -96,9 +96,13 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     var largeModeThreshold = PollWaiter.defaultLargeModeThreshold
     static let defaultLargeModeThreshold = 16
     /// How many registered numbers of a large mode a sweep checks for a close, and every how many waits it does (see
-    /// `DescriptorRegistry.appendDirectlyPolled`): one look of 16 descriptors every 8 waits.
+    /// `DescriptorRegistry.appendDirectlyPolled`): one look of 16 descriptors every 32 waits. A swept socket is cold
+    /// in every cache, so the sweep's cost grows with n even at a fixed count: beside 10,000 idle connections, one
+    /// every 8 waits took the server's CPU per echo round trip to 1.31–1.33× that beside none, one every 32 to 1.12×
+    /// (`loop-bench --only scale/echo`, 2026-12-05). A close without a cancel is a misuse that the sweep only keeps
+    /// from going unnoticed; it is found within 2n waits.
     static let sweepCount = 16
-    static let sweepInterval = 8
+    static let sweepInterval = 32
     /// How far away a wait's deadline must be for the wait to offer the processor first (see
     /// `offerProcessorIfServing(before:)`).
     static let offerLead = Duration.milliseconds(10)

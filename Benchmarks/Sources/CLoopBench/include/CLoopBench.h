@@ -42,6 +42,11 @@ int cbench_set_realtime(int priority);
 /// Keeps the calling thread on the highest-numbered processor it may run on (sched_setaffinity(2)). Returns that
 /// processor, or -1 where the affinity cannot be read or set.
 int cbench_pin_to_last_processor(void);
+/// `cbench_pin_to_last_processor`, keeping the calling thread's affinity for `cbench_pin_process_tree_end`: threads
+/// and processes started in between inherit the one processor. One at a time; returns the processor, or -1.
+int cbench_pin_process_tree_begin(void);
+/// Gives the calling thread back the affinity `cbench_pin_process_tree_begin` kept. Returns 0, or -1.
+int cbench_pin_process_tree_end(void);
 /// Gives the memory that the allocator holds free back to the system (glibc's malloc_trim(3)); 0 where there is none.
 int cbench_release_free_memory(void);
 /// Raises the soft limit on open descriptors to `wanted` (or the hard limit, if lower). Returns the new soft limit.

@@ -1,3 +1,4 @@
+import CLoopBench
 import Foundation
 
 /// `scale/echo`: one connection's 64-byte round trips through a server that also holds 0, 100, 1,000 or 10,000 idle
@@ -26,6 +27,12 @@ struct ScaleEchoScenario: Scenario {
                                         + "beside n idle ones (µs)", unit: .microseconds)
         var measured: [(idle: Int, contenders: [EchoContender])] = []
         var random = SplitMix64(seed: 10_000)
+        // The client, every server and their threads on one processor. Left to the scheduler, a server's thread woke
+        // either on the client's processor or on the other one, and kept to it for the server's life: its p50 read
+        // about 14.5 µs or 22 µs whatever n was, and 'vs 0 idle' compared the two placements, not the idle
+        // connections (1.49× at 10,000 in one run of 2026-12-05 08:30). Children inherit the affinity.
+        let pinned = cbench_pin_process_tree_begin() >= 0
+        defer { if pinned { _ = cbench_pin_process_tree_end() } }
         for idle in Self.idleCounts {
             guard idle + 256 <= limit else {
                 report.notes.append("\(Format.number(Double(idle))) idle: not run (the descriptor limit is \(limit)).")
@@ -48,7 +55,10 @@ struct ScaleEchoScenario: Scenario {
                 + "connections, opened first and never used, held by a child process (`loop-bench "
                 + "--hold-idle-connections n`) so that the client can keep every server's at once. Servers: child "
                 + "processes, `loop-demo echo --port 0 --loops 1` and `loop-bench --echo-server-dispatch --queues 1`, "
-                + "both holding every connection.",
+                + "both holding every connection. "
+                + (pinned ? "The client, both servers and the idle holders all run on one processor (the last), "
+                    + "so that each server's thread wakes where the client is, at every n alike."
+                    : "Not pinned: the affinity could not be set, so a server's placement may differ between n."),
             "Both servers at every n run together, each with its own idle connections: a "
                 + "\(Format.number(Double(warmUp) / 1e9)) s warm-up turn each (discarded), then \(rounds) turns of "
                 + "\(Format.number(Double(turn) / 1e9)) s each, in an order shuffled every round, so that a slow "
