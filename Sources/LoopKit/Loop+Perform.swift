@@ -10,7 +10,7 @@ extension Loop {
     /// - Precondition: The loop's `LoopThread` has not ended (its blocks would never run).
     /// - Complexity: O(1) amortized; one wake-up write at most per sleep, however many blocks are queued.
     public func perform(_ block: @escaping @Sendable () -> Void) {
-        self.enqueue(.one(.default), block, call: "Loop.perform(_:)")
+        self.enqueue(.single(.default), block, call: "Loop.perform(_:)")
     }
 
     /// Queues `block` to run in any of `modes` (`.common` stands for the common modes at the time it runs). Any thread.
@@ -20,15 +20,13 @@ extension Loop {
         if modes.isEmpty {
             fatalError("Loop.perform(inModes:_:): the list of modes is empty, so the block could never run")
         }
-        let queued = modes.count == 1 ? BlockModes.one(modes[0]) : BlockModes.several(modes)
-        self.enqueue(queued, block, call: "Loop.perform(inModes:_:)")
+        self.enqueue(BlockModes(modes), block, call: "Loop.perform(inModes:_:)")
     }
 
     /// Queues an executor's job (`LoopJobTarget`). Any thread. A job for a loop that has ended traps, naming the usual
     /// cause: the job could never run, and its task would wait for ever.
-    func enqueueJob(inModes modes: [LoopMode], _ job: @escaping @Sendable () -> Void) {
-        let queued = modes.count == 1 ? BlockModes.one(modes[0]) : BlockModes.several(modes)
-        self.enqueue(queued, job, call: Self.jobCall)
+    func enqueueJob(inModes modes: BlockModes, _ job: @escaping @Sendable () -> Void) {
+        self.enqueue(modes, job, call: Self.jobCall)
     }
 
     /// What a refused executor job's trap names as the call.
@@ -64,7 +62,8 @@ extension Loop {
     private func drainBlocks(in mode: LoopMode) -> Bool {
         self.takeQueuedBlocks()
         guard let limit = self.blockQueue.lastSequence else { return false }
-        let commonModes = self.commonModeSet
+        // The common set as this drain began (as CF copies it), copied only when a block may name `.common`.
+        let commonModes = self.blockQueue.mayHoldCommonBlocks ? self.commonModeSet : nil
         var position = 0
         var ranAny = false
         self.blockQueue.beginDrain()

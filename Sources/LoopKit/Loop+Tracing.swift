@@ -21,10 +21,10 @@ extension Loop {
 
     /// Runs `body`, a callout into user code, bracketed by tracer events when a tracer is attached. Loop thread.
     ///
-    /// Without a tracer this is one load of the weak reference (a call into the runtime) and a nil check.
+    /// Without a tracer this is one load of a flag and a branch: the weak reference is loaded only when one was set.
     @inline(__always)
     func callOut<Result>(_ callout: Callout, _ body: () -> Result) -> Result {
-        guard let tracer = self.tracer else {
+        guard self.mayHaveTracer, let tracer = self.tracer else {
             return body()
         }
         tracer.calloutBegan(callout)

@@ -66,7 +66,12 @@ public final class Loop: @unchecked Sendable {
     /// The buffer a pass sorts its runnable signalled sources in, kept so that running one allocates nothing.
     @exclusivity(unchecked) var spareRunnableSources: [(index: Int, source: LoopSource)] = []
     /// The tracer recording callouts, if one is attached (weak: the tracer owns the recording, not the loop).
-    weak var tracer: LoopTracer?
+    weak var tracer: LoopTracer? {
+        didSet { self.mayHaveTracer = self.tracer != nil }
+    }
+    /// Whether `tracer` was set when last assigned: a callout without a tracer reads this flag instead of loading the
+    /// weak reference, which is a call into the runtime. Loop thread.
+    @exclusivity(unchecked) var mayHaveTracer = false
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
     @exclusivity(unchecked) var dueTimersScratch: [TimerEntry] = []
     /// The buffer a pass collects its ready descriptor sources in, kept empty between passes so that a callout

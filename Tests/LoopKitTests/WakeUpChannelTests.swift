@@ -17,6 +17,7 @@ struct WakeUpChannelTests {
 
     @Test func aFutexNotifiedBeforeItsWaitEndsTheWaitAtOnceUntilConsumed() throws {
         let futex = try #require(WakeupFutex())
+        defer { futex.deallocate() }
         #expect(!futex.hasUnreadWakeUp)
         futex.notify()
         #expect(futex.hasUnreadWakeUp)
@@ -27,6 +28,7 @@ struct WakeUpChannelTests {
 
     @Test func aFutexWaitEndsAtItsDeadlineNotBefore() throws {
         let futex = try #require(WakeupFutex())
+        defer { futex.deallocate() }
         let clock = SystemLoopClock()
         let deadline = clock.now + .milliseconds(5)
         #expect(!futex.wait(until: deadline.nanoseconds))
@@ -36,7 +38,15 @@ struct WakeUpChannelTests {
 
     @Test func aFutexWaitEndsWhenAnotherThreadNotifies() throws {
         let futex = try #require(WakeupFutex())
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) { futex.notify() }
+        let notified = DispatchSemaphore(value: 0)
+        defer {
+            notified.wait()  // the word is freed only once notify() has returned
+            futex.deallocate()
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(5)) {
+            futex.notify()
+            notified.signal()
+        }
         #expect(futex.wait(until: SystemLoopClock().now.nanoseconds + 30_000_000_000))  // a lost one: 30 s, false
         futex.consume()
     }

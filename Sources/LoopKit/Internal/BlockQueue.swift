@@ -18,6 +18,9 @@ struct BlockQueue {
     private var drainDepth = 0
     /// The sequence number of the last block appended (blocks arrive in sequence order).
     private var lastAppended: UInt64 = 0
+    /// Whether a block taken since the queue was last empty may name `.common`: while none does, a drain judges
+    /// blocks without the loop's common set, and does not copy it.
+    private(set) var mayHoldCommonBlocks = false
 
     var isEmpty: Bool { self.head == self.entries.count }
 
@@ -29,6 +32,13 @@ struct BlockQueue {
     /// - Complexity: O(1) into an empty queue; O(*k*) for *k* blocks otherwise.
     mutating func take(_ blocks: inout [QueuedBlock], capacityLimit: Int) {
         guard let last = blocks.last else { return }
+        if !self.mayHoldCommonBlocks {
+            // By index: the element is read in place, not copied (which would retain its closure).
+            for index in blocks.indices where blocks[index].modes.mayNameCommon {
+                self.mayHoldCommonBlocks = true
+                break
+            }
+        }
         if self.entries.isEmpty {
             swap(&self.entries, &blocks)
         } else {
@@ -44,7 +54,7 @@ struct BlockQueue {
     }
 
     /// Whether a block that `mode` admits is waiting.
-    func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {
+    func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>?) -> Bool {
         self.entries[self.head...].contains { !$0.isTaken && $0.modes.admit(mode, commonModes: commonModes) }
     }
 
@@ -59,7 +69,7 @@ struct BlockQueue {
     mutating func takeNext(
         upTo limit: UInt64,
         admittedIn mode: LoopMode,
-        commonModes: Set<LoopMode>,
+        commonModes: Set<LoopMode>?,
         from position: inout Int
     ) -> QueuedBlock? {
         position = max(position, self.head)
@@ -90,6 +100,7 @@ struct BlockQueue {
             let keep = self.entries.capacity <= capacityLimit
             self.entries.removeAll(keepingCapacity: keep)
             self.head = 0
+            self.mayHoldCommonBlocks = false
         } else if self.head > self.entries.count / 2 {
             self.entries.removeFirst(self.head)
             self.head = 0
@@ -101,6 +112,7 @@ struct BlockQueue {
         let blocks = self.entries[self.head...].filter { !$0.isTaken }
         self.entries = []
         self.head = 0
+        self.mayHoldCommonBlocks = false
         return blocks
     }
 

@@ -14,16 +14,19 @@ final class LoopJobTarget: SerialExecutor {
     /// `LoopExecutor` of it).
     unowned let loop: Loop
     let modes: [LoopMode]
+    /// `modes` as each job is queued with them.
+    private let blockModes: BlockModes
 
     init(loop: Loop, modes: [LoopMode]) {
         self.loop = loop
         self.modes = modes
+        self.blockModes = BlockModes(modes)
     }
 
     /// Queues `job` as a block on the loop, as an actor's job. Any thread.
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        self.loop.enqueueJob(inModes: self.modes) {
+        self.loop.enqueueJob(inModes: self.blockModes) {
             job.runSynchronously(on: self.asUnownedSerialExecutor())
         }
     }

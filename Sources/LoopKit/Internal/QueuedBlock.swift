@@ -1,15 +1,41 @@
 /// The modes a queued block may run in.
 enum BlockModes: Sendable {
-    case one(LoopMode)
+    /// One mode, not `.common`.
+    case single(LoopMode)
+    /// The common modes, as they are when the block is judged.
+    case common
     case several([LoopMode])
 
-    /// Whether a block queued for these modes runs while the loop runs `mode`, given the loop's common set.
-    func admit(_ mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {
+    /// `mode` alone (`.common` stands for the common modes).
+    static func one(_ mode: LoopMode) -> BlockModes {
+        mode == .common ? .common : .single(mode)
+    }
+
+    /// `modes`, not empty.
+    init(_ modes: [LoopMode]) {
+        self = modes.count == 1 ? .one(modes[0]) : .several(modes)
+    }
+
+    /// Whether a block queued for these modes runs while the loop runs `mode`, given the loop's common set (`nil`
+    /// when no block being judged may name `.common`, as `mayNameCommon` tells, so that the set need not be copied).
+    @inline(__always)  // read in place in the queue: a call would copy the modes, and retain and release their names
+    func admit(_ mode: LoopMode, commonModes: Set<LoopMode>?) -> Bool {
         switch self {
-        case .one(let queued):
-            return queued == mode || (queued == .common && commonModes.contains(mode))
+        case .single(let queued):
+            return queued == mode
+        case .common:
+            return commonModes?.contains(mode) == true
         case .several(let queued):
-            return queued.contains { $0 == mode || ($0 == .common && commonModes.contains(mode)) }
+            return queued.contains { $0 == mode || ($0 == .common && commonModes?.contains(mode) == true) }
+        }
+    }
+
+    /// Whether `.common` may be one of the modes (a list is not searched for it).
+    @inline(__always)
+    var mayNameCommon: Bool {
+        switch self {
+        case .single: false
+        case .common, .several: true
         }
     }
 }
@@ -23,7 +49,7 @@ struct QueuedBlock: Sendable {
     /// What a `BlockQueue` leaves in a block's place when it takes it: sequence 0, no closure context, no storage to
     /// retain or release.
     static var taken: QueuedBlock {
-        QueuedBlock(sequence: 0, modes: .one(.default), body: {})
+        QueuedBlock(sequence: 0, modes: .single(.default), body: {})
     }
 
     /// Whether this is the place of a block already taken.

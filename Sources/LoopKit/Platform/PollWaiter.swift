@@ -146,6 +146,10 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.futex = timesWithTheSystemClock && poller == nil ? WakeupFutex() : nil
     }
 
+    deinit {
+        self.futex?.deallocate()  // no producer is left: each holds the loop, and through it this waiter
+    }
+
     // MARK: Any thread
 
     var wakeUpDescriptor: CInt { self.wakeupPipe.readEnd }

@@ -15,18 +15,26 @@ import CLoopKitSystem
 /// wake-up" while it differs from the value the loop last consumed, so a wake-up that lands after its wait ended
 /// (its producer was preempted) is found by the next wait, stale, and absorbed as a stale byte would be.
 ///
-/// `notify()` is safe from any thread; the rest is loop thread only. The word lives as long as the waiter, which a
-/// producer holds through its loop, so a late `notify()` never touches freed memory.
-final class WakeupFutex: @unchecked Sendable {  // `observed` is the loop thread's; the word is only touched atomically
+/// `notify()` is safe from any thread; the rest is loop thread only. A value, not an object: the owner (`PollWaiter`)
+/// stores it inline, so that a wake-up and a woken wait reach the word without retaining and releasing an object of
+/// its own, and it frees the word with `deallocate()` when it is freed itself. The word lives as long as the waiter,
+/// which a producer holds through its loop, so a late `notify()` never touches freed memory.
+struct WakeupFutex: @unchecked Sendable {  // the word is only touched atomically; `observed` only by the loop's thread
+    /// The futex word, which any thread increments, followed in the same allocation (so the same cache line) by
+    /// `observed`, which the loop reads beside it whenever it looks.
     private let word: UnsafeMutablePointer<UInt32>
+
     /// The word's value when the loop last consumed a wake-up. Loop thread only.
-    private var observed: UInt32 = 0
+    private var observed: UInt32 {
+        get { self.word[1] }
+        nonmutating set { self.word[1] = newValue }
+    }
 
     /// A futex, or `nil` where the system has none (macOS, or a seccomp filter that refuses futex(2)): the loop then
     /// sleeps on its pipe.
     init?() {
-        self.word = .allocate(capacity: 1)
-        self.word.initialize(to: 0)
+        self.word = .allocate(capacity: 2)
+        self.word.initialize(repeating: 0, count: 2)
         // A wake of nobody and a wait that cannot sleep (the word no longer holds 0), to learn whether both operations
         // are there; the word is left at 1, which `observed` takes.
         guard cloopkit_futex_increment_and_wake(self.word) == 0,
@@ -37,7 +45,8 @@ final class WakeupFutex: @unchecked Sendable {  // `observed` is the loop thread
         self.observed = cloopkit_futex_load(self.word)
     }
 
-    deinit {
+    /// Frees the word: once, by the owner, when no thread can notify it any more.
+    func deallocate() {
         self.word.deallocate()
     }
 
