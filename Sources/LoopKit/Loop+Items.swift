@@ -233,7 +233,9 @@ extension Loop {
             self.attach(item, toRealMode: mode)
             return
         }
-        self.commonItems[ObjectIdentifier(item)] = item
+        if self.commonItems.updateValue(item, forKey: ObjectIdentifier(item)) == nil {
+            item.commonMembershipDidChange(isCommon: true, loop: self)
+        }
         for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) {
             self.attach(item, toRealMode: commonMode)
         }
@@ -251,6 +253,7 @@ extension Loop {
         }
         // As CF: an item added to the real modes one by one is not in `common`, and stays in them.
         guard self.commonItems.removeValue(forKey: ObjectIdentifier(item)) != nil else { return }
+        item.commonMembershipDidChange(isCommon: false, loop: self)
         for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) {
             self.detach(item, fromRealMode: commonMode)
         }
@@ -282,8 +285,9 @@ extension Loop {
     }
 
     private func detachNow(_ item: some LoopItem) {
-        if !self.commonItems.isEmpty {  // most loops have none: a fired timer then hashes nothing here
-            self.commonItems[ObjectIdentifier(item)] = nil
+        // Most loops have no common items: a fired timer then hashes nothing here.
+        if !self.commonItems.isEmpty, self.commonItems.removeValue(forKey: ObjectIdentifier(item)) != nil {
+            item.commonMembershipDidChange(isCommon: false, loop: self)
         }
         if item.modes.count == 1 {
             for mode in item.modes {

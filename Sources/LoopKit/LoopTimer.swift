@@ -352,6 +352,19 @@ public final class LoopTimer: @unchecked Sendable {
 extension LoopTimer: LoopItem {
     static var kind: String { "LoopTimer" }
 
+    /// A timer in the common items holds its served object even in no mode (a link removed by name from each real
+    /// mode stays common, as in CF): a mode added to the common set later brings the timer in, and reads the object.
+    func commonMembershipDidChange(isCommon: Bool, loop: Loop) {
+        guard let grid = self.grid else { return }
+        if isCommon {
+            if grid.retainedServedObject == nil {
+                grid.retainedServedObject = grid.servedObject  // alive: being added
+            }
+        } else if self.modes.isEmpty {
+            grid.retainedServedObject = nil
+        }
+    }
+
     func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
         self.withSchedule { body(&$0.tie) }
     }
@@ -359,8 +372,8 @@ extension LoopTimer: LoopItem {
     func attach(to items: ModeItems, loop: Loop) {
         self.resolveFireDate { loop.now }  // normally done by `Loop.add` already, on the calling thread
         self.pendingRequeue.store(PendingRequeue.none.rawValue, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
-        if let grid = self.grid {
-            grid.retainedServedObject = grid.servedObject
+        if let grid = self.grid, grid.retainedServedObject == nil {
+            grid.retainedServedObject = grid.servedObject  // alive: being added (see `TimerGrid.servedObject`)
         }
         let slot = items.timers.add(self)
         self.memberships.append(modeIndex: items.index, slot: slot)
@@ -368,8 +381,8 @@ extension LoopTimer: LoopItem {
     }
 
     func detach(from items: ModeItems, loop: Loop) {
-        if self.modes.isEmpty {
-            self.grid?.retainedServedObject = nil
+        if self.modes.isEmpty, let grid = self.grid, loop.commonItems[ObjectIdentifier(self)] == nil {
+            grid.retainedServedObject = nil  // in no mode and not common: nothing schedules the served object now
         }
         guard let slot = self.memberships.remove(modeIndex: items.index) else { return }
         items.timers.remove(slot: slot)

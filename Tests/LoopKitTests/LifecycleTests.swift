@@ -208,6 +208,49 @@ struct LifecycleTests {
         #expect(frames.count == 3)
     }
 
+    @Test func aLinkLeftOnlyInTheCommonItemsIsKeptAndTicksInAModeMadeCommonLater() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let frames = Recorder<Int64>()
+        weak var weakLink: LoopDisplayLink?
+        do {
+            let link = LoopDisplayLink(display: .sixtyHertz) { _, frame in frames.append(frame.index) }
+            weakLink = link
+            loop.add(link, forMode: .common)
+            // Removed by name from each real mode, as CF allows: the link stays in the common items.
+            loop.remove(link, forMode: .default)
+            loop.remove(link, forMode: .tracking)
+        }
+        #expect(weakLink != nil)
+        loop.run(mode: .default, before: clock.now + .milliseconds(50))
+        #expect(frames.count == 0)
+        loop.addCommonMode("panel")  // brings every common item into the new mode, the link included
+        loop.run(mode: "panel", before: clock.now + .milliseconds(50))
+        #expect(frames.count == 3)
+        weakLink?.invalidate()
+        #expect(weakLink == nil)
+    }
+
+    @Test func aLinkRemovedFromTheCommonItemsWhileInNoModeIsFreed() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        weak var weakLink: LoopDisplayLink?
+        do {
+            let link = LoopDisplayLink { _, _ in }
+            weakLink = link
+            loop.add(link, forMode: .common)
+            loop.remove(link, forMode: .default)
+            loop.remove(link, forMode: .tracking)
+        }
+        if let link = weakLink {
+            loop.remove(link, forMode: .common)
+        }
+        #expect(weakLink == nil)
+        loop.addCommonMode("panel")
+        loop.run(mode: "panel", before: loop.now + .milliseconds(50))
+    }
+
     @Test func addingADisplayLinkToASecondLoopIsAPreconditionFailureNamingTheLink() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let first = try Loop(clock: ManualLoopClock())

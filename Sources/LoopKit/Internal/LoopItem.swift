@@ -18,11 +18,17 @@ protocol LoopItem: AnyObject {
     func detach(from items: ModeItems, loop: Loop)
     /// The loop has taken the invalidated item out of every mode, and will not call it again. Loop thread.
     func didLeaveEveryMode()
+    /// The item has just joined (`isCommon`) or left the loop's common items, which hold it as a mode does: it joins
+    /// every mode later added to the common set. Loop thread.
+    func commonMembershipDidChange(isCommon: Bool, loop: Loop)
 }
 
 extension LoopItem {
     /// Nothing to do for most items: they let go of their callbacks in `invalidate()` itself.
     func didLeaveEveryMode() {}
+
+    /// Nothing to do for most items: the loop's common items hold them.
+    func commonMembershipDidChange(isCommon: Bool, loop: Loop) {}
 
     /// The loop the item belongs to, if it was added to one that still exists. Any thread.
     var boundLoop: Loop? {

@@ -7,17 +7,19 @@ final class TimerGrid: @unchecked Sendable {
     /// Given the slot just fired (or `nil` for the first fire) and now, the first grid point after now.
     let nextSlot: @Sendable (_ slot: LoopInstant?, _ now: LoopInstant) -> LoopInstant
 
-    /// The object the timer works for (a display link), kept alive while the timer is in a mode, as a run loop
-    /// retains a scheduled CADisplayLink; not otherwise, so an unscheduled link is freed. Set before the timer is
-    /// first added, never after.
+    /// The object the timer works for (a display link), kept alive while the timer is in a mode or in its loop's
+    /// common items, as a run loop retains a scheduled CADisplayLink; not otherwise, so an unscheduled link is freed.
+    /// Set before the timer is first added, never after.
     ///
-    /// `unowned`, not `weak`: it is read only when the timer joins a mode, and the object is alive then (it owns the
-    /// timer, and `Loop.add` keeps it alive until the timer is attached). A weak reference would give the object a
+    /// `unowned`, not `weak`: it is read only when the timer joins a mode or the common items, and the object is alive
+    /// then: either `Loop.add` is adding it (it owns the timer, and the add keeps it alive until the timer is
+    /// attached), or the timer is common, joining a mode newly added to the common set, and `retainedServedObject`
+    /// already holds it. A weak reference would give the object a
     /// side table, and every frame's retain and release of it would take the runtime's slow path.
     unowned(safe) var servedObject: AnyObject?
 
     // MARK: Loop thread only
-    /// `servedObject`, held while the timer is in a mode (so, whenever it fires).
+    /// `servedObject`, held while the timer is in a mode (so, whenever it fires) or in the common items.
     @exclusivity(unchecked) var retainedServedObject: AnyObject?
 
     // MARK: Loop thread only, while the timer's callback runs
