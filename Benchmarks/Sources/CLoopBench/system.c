@@ -175,6 +175,15 @@ long cbench_read_discard(int fd) {
     return (long)result;
 }
 
+long cbench_read_byte(int fd) {
+    unsigned char byte;
+    ssize_t result;
+    do {
+        result = read(fd, &byte, 1);
+    } while (result < 0 && errno == EINTR);
+    return (long)result;
+}
+
 int cbench_eventfd_signal(int fd) {
     return eventfd_write(fd, 1);
 }

@@ -70,6 +70,8 @@ int cbench_epoll_wait_one(int epfd, int timeout_ms);
 int cbench_write_byte(int fd);
 /// read(2) of up to 64 bytes, discarded. Returns what read returned.
 long cbench_read_discard(int fd);
+/// read(2) of one byte, discarded: one call per byte written, however many are waiting. Returns what read returned.
+long cbench_read_byte(int fd);
 /// Adds 1 to an eventfd (eventfd_write(3)).
 int cbench_eventfd_signal(int fd);
 /// close(2).
