@@ -7,13 +7,14 @@ import Synchronization
 /// Each loop runs on a `LoopThread` named after the group and its index (`"name-0"`, `"name-1"`, ...; the name is cut
 /// short, never the index, to the 15 bytes Linux keeps). `next()` hands out the loops round-robin; `any()` prefers the
 /// calling thread's loop. `shutdownGracefully` is sticky and idempotent: it shuts every loop down (each finishes its
-/// queued blocks), joins every thread, then reports completion once per call: on the thread that joined them, or at
-/// once on the caller's thread when the group had already shut down. Every member is safe from any thread.
+/// queued blocks), joins every thread, then reports completion once per call, in call order: on the thread that joined
+/// them, or at once on the caller's thread when the group had already shut down. Every member is safe from any thread.
 public final class LoopGroup: Sendable {
     private enum Lifecycle {
         case running
-        /// Shutting down: the completions to call once every thread has ended.
-        case shuttingDown([@Sendable () -> Void])
+        /// Shutting down: the completions not called yet, and whether every thread has ended (then the thread that
+        /// joined them is calling completions, and calls these after the ones it has taken).
+        case shuttingDown([@Sendable () -> Void], threadsEnded: Bool)
         case shutDown
     }
 
@@ -68,9 +69,11 @@ public final class LoopGroup: Sendable {
         return PlatformThread.fittingName(name, reserving: suffix.utf8.count) + suffix
     }
 
-    /// Shuts every loop down and joins every thread, then calls `completion` on the thread that joined them (at once
-    /// on this thread when the group has shut down already). Any thread, any number of times: each call's completion
-    /// runs once, after the threads have ended.
+    /// Shuts every loop down and joins every thread, then calls `completion` on the thread that joined them. Any
+    /// thread, any number of times: each call's completion runs once, after the threads have ended, and the
+    /// completions run in the order of the calls. A call made once every earlier completion has returned runs its
+    /// completion at once, on this thread; one made while they are still being called (from a completion, say) is
+    /// called after them, on the joining thread. The call never waits.
     ///
     /// Each loop finishes the blocks queued before its shutdown; `perform` on a loop of the group after that is a
     /// precondition failure.
@@ -97,37 +100,49 @@ public final class LoopGroup: Sendable {
         }
     }
 
-    private enum ShutdownStep { case start, wait, callNow }
+    private enum ShutdownStep {
+        case start
+        /// The completion is recorded; the joining thread calls it after the ones recorded before it.
+        case wait(threadsEnded: Bool)
+        case callNow
+    }
 
     /// Records `completion`; the first call shuts every thread down and says to join them.
     private func beginShutdown(_ completion: @escaping @Sendable () -> Void) -> ShutdownStep {
         let step = self.lifecycle.withLock { lifecycle -> ShutdownStep in
             switch lifecycle {
             case .running:
-                lifecycle = .shuttingDown([completion])
+                lifecycle = .shuttingDown([completion], threadsEnded: false)
                 return .start
-            case .shuttingDown(let completions):
-                lifecycle = .shuttingDown(completions + [completion])
-                return .wait
+            case .shuttingDown(let completions, let threadsEnded):
+                lifecycle = .shuttingDown(completions + [completion], threadsEnded: threadsEnded)
+                return .wait(threadsEnded: threadsEnded)
             case .shutDown:
                 return .callNow
             }
         }
-        if step == .start {
+        if case .start = step {
             for thread in self.threads { thread.shutdown() }
         }
         return step
     }
 
-    /// Joins every thread, then calls every completion recorded so far.
+    /// Joins every thread, then calls every completion, in the order of the calls that recorded them.
+    ///
+    /// The group reads as shut down (a later call's completion runs at once, on its caller's thread) only once every
+    /// recorded completion has returned: one recorded while earlier ones run (another thread's call, or a completion's
+    /// own) is called here after them, never before them on its caller's thread.
     private func finishShutdown() {
         for thread in self.threads { thread.join() }
-        let completions = self.lifecycle.withLock { lifecycle -> [@Sendable () -> Void] in
-            guard case .shuttingDown(let completions) = lifecycle else { return [] }
-            lifecycle = .shutDown
-            return completions
+        while true {
+            let completions = self.lifecycle.withLock { lifecycle -> [@Sendable () -> Void] in
+                guard case .shuttingDown(let completions, _) = lifecycle else { return [] }
+                lifecycle = completions.isEmpty ? .shutDown : .shuttingDown([], threadsEnded: true)
+                return completions
+            }
+            if completions.isEmpty { return }
+            for completion in completions { completion() }
         }
-        for completion in completions { completion() }
     }
 
     /// Shuts every loop down and returns once every thread has ended.
@@ -154,12 +169,24 @@ public final class LoopGroup: Sendable {
         switch self.beginShutdown(signal) {
         case .start:
             self.finishShutdown()  // joined on this thread: no helper thread outlives the call
-        case .wait:
-            break  // another call is joining; it signals
+        case .wait(let threadsEnded):
+            // Every thread has ended, which is all this call waits for; its signal comes after the completions before
+            // it, maybe from this very thread (a completion that calls this), which must not wait for itself.
+            if threadsEnded { return }
+            // Another call is joining; it signals.
         case .callNow:
             signal()
         }
         finished.wait()
+    }
+
+    /// Whether every thread has ended and every recorded completion has returned, so that a shutdown's completion now
+    /// runs at once on its caller's thread. Any thread.
+    var hasShutDown: Bool {
+        self.lifecycle.withLock { lifecycle in
+            if case .shutDown = lifecycle { return true }
+            return false
+        }
     }
 
     /// Whether `shutdownGracefully` was called. Any thread.

@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import Testing
 @testable import LoopKit
@@ -43,9 +44,41 @@ struct LoopGroupTests {
         #expect(waitUntil { completions.count == 2 })
         #expect(Set(completions.elements) == [1, 2])
         #expect(Set(ranBeforeShutdown.elements) == [0, 1])  // blocks queued before the shutdown still ran
+        #expect(waitUntil { group.hasShutDown })  // every completion has returned
         group.shutdownGracefully { completions.append(3) }  // after the end: at once
         #expect(completions.elements.last == 3)
         #expect(group.isShuttingDown)
+    }
+
+    @Test func aCompletionRecordedWhileEarlierOnesRunIsCalledAfterThemNotAtOnce() throws {
+        let group = try LoopGroup(name: "order", threadCount: 2)
+        let order = Recorder<Int>()
+        let firstIsRunning = DispatchSemaphore(value: 0)
+        let releaseFirst = DispatchSemaphore(value: 0)
+        group.shutdownGracefully {
+            firstIsRunning.signal()
+            releaseFirst.wait()
+            order.append(1)
+        }
+        firstIsRunning.wait()  // the joining thread is calling completions: the group has not shut down yet
+        group.shutdownGracefully { order.append(2) }
+        #expect(order.elements.isEmpty)  // not called at once, ahead of the first
+        releaseFirst.signal()
+        #expect(waitUntil { order.count == 2 })
+        #expect(order.elements == [1, 2])
+        #expect(waitUntil { group.hasShutDown })
+        group.shutdownGracefully { order.append(3) }
+        #expect(order.elements == [1, 2, 3])
+    }
+
+    @Test func aSyncShutdownInsideACompletionReturnsWithoutWaitingForItself() throws {
+        let group = try LoopGroup(name: "nested", threadCount: 2)
+        let done = DispatchSemaphore(value: 0)
+        group.shutdownGracefully {
+            group.syncShutdownGracefully()  // every thread has ended, which is all it waits for
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + .seconds(30)) == .success)
     }
 
     @Test func aShutdownRightAfterStartEndsEveryThread() async throws {

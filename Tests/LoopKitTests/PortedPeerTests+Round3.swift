@@ -713,6 +713,7 @@ struct PortedPeerRound3GroupTests {
         #expect(group.isShuttingDown)
         #expect(waitUntil { order.count == 3 })
         #expect(order.elements == [1, 2, 3])
+        #expect(waitUntil { group.hasShutDown })  // every completion has returned: the next one runs at once
         group.shutdownGracefully { order.append(4) }
         #expect(order.elements == [1, 2, 3, 4])
     }
