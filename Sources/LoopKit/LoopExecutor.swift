@@ -21,8 +21,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
     public let modes: [LoopMode]
     /// The loop's shared identity for these modes as an actor's executor: what the runtime enqueues actors' jobs on.
     private let actorTarget: LoopJobTarget
-    /// `modes` as each job is queued with them.
-    private let blockModes: BlockModes
 
     /// An executor that runs jobs on `loop`'s thread while it runs any of `modes`.
     ///
@@ -31,7 +29,6 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
         loopPrecondition(!modes.isEmpty, "LoopExecutor(loop:modes:): the list of modes is empty, so no job could run")
         self.loop = loop
         self.modes = modes
-        self.blockModes = BlockModes(modes)
         self.actorTarget = loop.jobTarget(forModes: modes)
     }
 
@@ -40,7 +37,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
     /// `asUnownedSerialExecutor()` returns, and run with no task executor.) Any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        self.loop.enqueueJob(inModes: self.blockModes) {
+        self.loop.enqueueJob(inModes: self.actorTarget.blockModes) {
             job.runSynchronously(on: self.asUnownedTaskExecutor())
         }
     }

@@ -352,17 +352,22 @@ public final class LoopTimer: @unchecked Sendable {
 extension LoopTimer: LoopItem {
     static var kind: String { "LoopTimer" }
 
-    /// A timer in the common items holds its served object even in no mode (a link removed by name from each real
-    /// mode stays common, as in CF): a mode added to the common set later brings the timer in, and reads the object.
-    func commonMembershipDidChange(isCommon: Bool, loop: Loop) {
+    /// Holds the grid's served object (a display link) while the timer is scheduled: in a mode, or in its loop's common
+    /// items even in no mode (a link removed by name from each real mode stays common, as in CF, and a mode added to
+    /// the common set later brings it in); lets go of it otherwise. Called after the change, by every join and leave.
+    private func holdServedObjectWhileScheduled(loop: Loop) {
         guard let grid = self.grid else { return }
-        if isCommon {
+        if !self.modes.isEmpty || loop.commonItems[ObjectIdentifier(self)] != nil {
             if grid.retainedServedObject == nil {
-                grid.retainedServedObject = grid.servedObject  // alive: being added
+                grid.retainedServedObject = grid.servedObject  // alive: being added (see `TimerGrid.servedObject`)
             }
-        } else if self.modes.isEmpty {
+        } else {
             grid.retainedServedObject = nil
         }
+    }
+
+    func commonMembershipDidChange(isCommon: Bool, loop: Loop) {
+        self.holdServedObjectWhileScheduled(loop: loop)
     }
 
     func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
@@ -372,18 +377,14 @@ extension LoopTimer: LoopItem {
     func attach(to items: ModeItems, loop: Loop) {
         self.resolveFireDate { loop.now }  // normally done by `Loop.add` already, on the calling thread
         self.pendingRequeue.store(PendingRequeue.none.rawValue, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
-        if let grid = self.grid, grid.retainedServedObject == nil {
-            grid.retainedServedObject = grid.servedObject  // alive: being added (see `TimerGrid.servedObject`)
-        }
+        self.holdServedObjectWhileScheduled(loop: loop)
         let slot = items.timers.add(self)
         self.memberships.append(modeIndex: items.index, slot: slot)
         items.timers.schedule(slot: slot, at: self.nextFire())
     }
 
     func detach(from items: ModeItems, loop: Loop) {
-        if self.modes.isEmpty, let grid = self.grid, loop.commonItems[ObjectIdentifier(self)] == nil {
-            grid.retainedServedObject = nil  // in no mode and not common: nothing schedules the served object now
-        }
+        self.holdServedObjectWhileScheduled(loop: loop)
         guard let slot = self.memberships.remove(modeIndex: items.index) else { return }
         items.timers.remove(slot: slot)
     }

@@ -14,8 +14,8 @@ final class LoopJobTarget: SerialExecutor {
     /// `LoopExecutor` of it).
     unowned let loop: Loop
     let modes: [LoopMode]
-    /// `modes` as each job is queued with them.
-    private let blockModes: BlockModes
+    /// `modes` as each job is queued with them (a `LoopExecutor` of these modes queues its jobs with them too).
+    let blockModes: BlockModes
 
     init(loop: Loop, modes: [LoopMode]) {
         self.loop = loop

@@ -14,8 +14,8 @@ final class TimerGrid: @unchecked Sendable {
     /// `unowned`, not `weak`: it is read only when the timer joins a mode or the common items, and the object is alive
     /// then: either `Loop.add` is adding it (it owns the timer, and the add keeps it alive until the timer is
     /// attached), or the timer is common, joining a mode newly added to the common set, and `retainedServedObject`
-    /// already holds it. A weak reference would give the object a
-    /// side table, and every frame's retain and release of it would take the runtime's slow path.
+    /// already holds it. A weak reference would give the object a side table, and every frame's retain and release
+    /// of it would take the runtime's slow path.
     unowned(safe) var servedObject: AnyObject?
 
     // MARK: Loop thread only
