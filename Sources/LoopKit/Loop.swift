@@ -182,6 +182,11 @@ public final class Loop: @unchecked Sendable {
         #endif
         // Items may outlive their loop and join another: forget this loop's modes (no user callbacks from a deinit).
         var endActions: [@Sendable (Bool) -> Void] = []
+        // A timer left only in the common items (a link removed by name from each real mode) is in no mode below, and
+        // its grid still holds its link: let go of it too, or the link, its timer and its callback live on in a cycle.
+        for case let timer as LoopTimer in self.commonItems.values {
+            timer.forgetModes()
+        }
         for (item, _) in self.scheduledItems() {
             if let timer = item as? LoopTimer {
                 timer.forgetModes()
@@ -224,7 +229,14 @@ public final class Loop: @unchecked Sendable {
         let dropped = self.state.withLock { $0.end() }
         withExtendedLifetime(dropped) {}  // released here, after the lock: a deinit may call back into the loop
         self.tracer = nil
+        // Told they left the common items, as a removal would tell them: a display link left only there (removed by
+        // name from each real mode) is in no mode below, and its timer would otherwise hold it, and the callback, for
+        // good. Released at the end, after the loop is in order again: a capture's deinit is user code.
+        let common = self.commonItems
         self.commonItems = [:]
+        for item in common.values.sorted(by: { $0.sequence < $1.sequence }) {
+            item.commonMembershipDidChange(isCommon: false, loop: self)
+        }
         var endActions: [@Sendable (Bool) -> Void] = []  // once per mode of the source: each action ends it only once
         for (item, mode) in self.scheduledItems() {
             if let action = (item as? LoopDescriptorSource)?.whenLoopEnds {
@@ -247,6 +259,7 @@ public final class Loop: @unchecked Sendable {
         self.spareSignalled = []
         self.spareRunnableSources = []
         withExtendedLifetime(abandoned) {}
+        withExtendedLifetime(common) {}
         for action in endActions {
             action(true)
         }

@@ -251,6 +251,67 @@ struct LifecycleTests {
         loop.run(mode: "panel", before: loop.now + .milliseconds(50))
     }
 
+    /// Something a link's callback captures, that says when it is freed.
+    private final class Capture: @unchecked Sendable {
+        let freed: Recorder<Bool>
+        init(_ freed: Recorder<Bool>) { self.freed = freed }
+        deinit { self.freed.append(true) }
+    }
+
+    /// Adds a link capturing a `Capture` to `.common` of `loop`, then removes it by name from each real mode, as CF
+    /// allows: it is left only in the common items. Returns the link, weakly.
+    private static func addLinkLeftOnlyInTheCommonItems(
+        to loop: Loop, freed: Recorder<Bool>
+    ) -> () -> LoopDisplayLink? {
+        let capture = Capture(freed)
+        let link = LoopDisplayLink { _, _ in _ = capture }
+        loop.add(link, forMode: .common)
+        loop.remove(link, forMode: .default)
+        loop.remove(link, forMode: .tracking)
+        return { [weak link] in link }
+    }
+
+    @Test func aLinkLeftOnlyInTheCommonItemsIsFreedWhenItsLoopIsInvalidated() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let freed = Recorder<Bool>()
+        let weakLink = Self.addLinkLeftOnlyInTheCommonItems(to: loop, freed: freed)
+        #expect(weakLink() != nil)  // held by the common items while the loop lives
+        loop.invalidate()
+        #expect(weakLink() == nil)
+        #expect(freed.elements == [true])  // and what its callback captured
+    }
+
+    @Test func aLinkLeftOnlyInTheCommonItemsIsFreedWithItsLoop() throws {
+        let freed = Recorder<Bool>()
+        weak var weakLoop: Loop?
+        var weakLink: () -> LoopDisplayLink? = { nil }
+        do {
+            let loop = try Loop(clock: ManualLoopClock())  // let go of without `invalidate()`
+            weakLoop = loop
+            weakLink = Self.addLinkLeftOnlyInTheCommonItems(to: loop, freed: freed)
+        }
+        #expect(weakLoop == nil)
+        #expect(weakLink() == nil)
+        #expect(freed.elements == [true])
+    }
+
+    @Test func aLinkLeftOnlyInTheCommonItemsOfALoopThreadIsFreedWhenTheThreadEnds() throws {
+        final class WeakLinkBox: @unchecked Sendable { var link: () -> LoopDisplayLink? = { nil } }
+        let freed = Recorder<Bool>()
+        let box = WeakLinkBox()
+        let added = DispatchSemaphore(value: 0)
+        let thread = try LoopThread()
+        thread.loop.perform {
+            box.link = Self.addLinkLeftOnlyInTheCommonItems(to: thread.loop, freed: freed)
+            added.signal()
+        }
+        added.wait()
+        #expect(box.link() != nil)
+        thread.shutdownAndJoin()
+        #expect(box.link() == nil)
+        #expect(freed.elements == [true])
+    }
+
     @Test func addingADisplayLinkToASecondLoopIsAPreconditionFailureNamingTheLink() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let first = try Loop(clock: ManualLoopClock())
