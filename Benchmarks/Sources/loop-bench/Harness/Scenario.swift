@@ -39,8 +39,11 @@ final class BenchContext {
         UInt64((self.isQuick ? seconds / 10 : seconds) * 1e9)
     }
 
-    /// Prints a progress line on standard error (the tables go to standard output).
+    /// Prints a progress line on standard error (the tables go to standard output). Standard output is flushed first:
+    /// sent to a file it is buffered, and with both streams in one file (`> log 2>&1`) a progress line would otherwise
+    /// land inside a table printed before it.
     func progress(_ line: String) {
+        fflush(nil)  // every output stream: naming `stdout` is a global variable access Swift 6 rejects
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
 }
