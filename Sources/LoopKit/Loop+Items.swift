@@ -345,9 +345,9 @@ extension Loop {
         }
     }
 
-    /// Ties `item` to this loop. An item whose previous loop is gone starts afresh: the modes it remembers and its
-    /// `sequence` were that loop's (this one numbers its items itself, and `(order, sequence)` must not repeat in a
-    /// mode). Any thread.
+    /// Ties `item` to this loop. An item whose previous loop is gone starts afresh: the modes it remembers, its
+    /// `sequence` and the rest of what the old loop kept in it were that loop's (this one numbers its items itself, and
+    /// `(order, sequence)` must not repeat in a mode; see `LoopItem.forgetPreviousLoop()`). Any thread.
     func bind<Item: LoopItem & Sendable>(_ item: Item, kind: String, call: StaticString) {
         guard item.bind(to: self, kind: kind, call: call) else { return }
         self.onLoopThread { _ in
@@ -355,6 +355,7 @@ extension Loop {
                 item.modes = []  // left over from a loop that no longer exists
             }
             item.sequence = 0
+            item.forgetPreviousLoop()
         }
     }
 

@@ -236,6 +236,9 @@ public final class Loop: @unchecked Sendable {
         self.commonItems = [:]
         for item in common.values.sorted(by: { $0.sequence < $1.sequence }) {
             item.commonMembershipDidChange(isCommon: false, loop: self)
+            if item.modes.isEmpty && !item.isValid {
+                item.didLeaveEveryMode()  // invalidated in no real mode, its queued removal dropped above
+            }
         }
         var endActions: [@Sendable (Bool) -> Void] = []  // once per mode of the source: each action ends it only once
         for (item, mode) in self.scheduledItems() {

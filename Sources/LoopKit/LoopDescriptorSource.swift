@@ -87,7 +87,8 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         set {
             LoopDescriptorSource.checkWatchable(newValue, call: "LoopDescriptorSource.events")
             let old = self.watched.exchange(newValue.rawValue, ordering: .acquiringAndReleasing)
-            guard old != newValue.rawValue, let loop = self.boundLoop else { return }
+            // An ended loop applies no change: listing the source there would only keep it alive.
+            guard old != newValue.rawValue, let loop = self.boundLoop, !loop.hasEnded else { return }
             loop.waiter.noteNewEvents(of: self)  // before the wake-up, so that the wait it ends sees the change
             if !loop.isCurrent {
                 loop.wakeUp()  // the loop is maybe asleep on the old set of events
@@ -120,6 +121,13 @@ public final class LoopDescriptorSource: @unchecked Sendable {
 
 extension LoopDescriptorSource: LoopItem {
     static var kind: String { "LoopDescriptorSource" }
+
+    /// A change of `events` the old loop listed and never applied (it ended first) must not read as listed here, or
+    /// this loop's epoll set would never learn of a later change: its registration is made afresh when the source
+    /// joins a mode, from `events` as they are then.
+    func forgetPreviousLoop() {
+        self.isListedWithNewEvents.store(false, ordering: .releasing)
+    }
 
     func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
         self.shared.withLock { body(&$0.tie) }

@@ -111,6 +111,14 @@ public final class LoopSource: @unchecked Sendable {
 extension LoopSource: LoopItem {
     static var kind: String { "LoopSource" }
 
+    /// A ticket or a parking spot among the old loop's candidates means nothing here, and a stale ticket would keep
+    /// this loop from ever taking the source as a candidate (a signal from before the move, which `attach` keeps, and
+    /// every later one, would be lost).
+    func forgetPreviousLoop() {
+        self.candidateTicket = 0
+        self.isParked = false
+    }
+
     func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
         self.shared.withLock { body(&$0.tie) }
     }

@@ -119,6 +119,35 @@ struct LargeModeDescriptorTests {
         #expect(ready.allSatisfy { $0.1 == .readable })
     }
 
+    /// A change of `events` listed by a loop that then went away (let go of, or invalidated) is not left marked as
+    /// listed: the next loop's epoll set must learn of the source's later changes.
+    @Test(arguments: [false, true])
+    func aSourceWhoseEventsChangedInALoopThatWentAwayFollowsItsEventsInTheNextLoop(invalidated: Bool) throws {
+        let pipe = try TestPipe()
+        defer { withExtendedLifetime(pipe) {} }
+        let reports = Recorder<DescriptorEvents>()
+        let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, events in
+            reports.append(events)
+        }
+        do {
+            let first = try DescriptorWaitPath.epoll.makeLoop()
+            first.add(source, forMode: .default)
+            source.events = .writable  // listed for the loop's next wait, which never comes
+            if invalidated {
+                first.invalidate()
+            }
+        }
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        loop.add(source, forMode: .default)
+        try loop.sleepOnceInEpoll()  // registered for `.writable`, which a pipe's read end never is
+        source.events = .readable
+        pipe.write("x")
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(5), returnAfterSourceHandled: true)
+                    == .handledSource)
+        #expect(reports.elements == [.readable])
+    }
+
     @Test func aDescriptorClosedWithoutCancellingIsReportedInvalidInALargeMode() throws {
         let loop = try Loop.onLinuxBackend()
         defer { loop.invalidate() }

@@ -312,6 +312,47 @@ struct LifecycleTests {
         #expect(freed.elements == [true])
     }
 
+    @Test func anInvalidatedSourceLeftOnlyInTheCommonItemsLetsGoOfItsCallbacksWhenItsLoopEnds() throws {
+        let freed = Recorder<Bool>()
+        let loop = try Loop(clock: ManualLoopClock())
+        let source: LoopSource
+        do {
+            let capture = Capture(freed)
+            source = LoopSource(onSchedule: { _, _ in _ = capture }, onUnschedule: { _, _ in _ = capture }) { _ in }
+        }
+        loop.add(source, forMode: .common)
+        loop.remove(source, forMode: .default)
+        loop.remove(source, forMode: .tracking)
+        onAnotherThread { source.invalidate() }  // its removal is queued for the loop's next pass, which never comes
+        #expect(freed.elements.isEmpty)
+        loop.invalidate()
+        #expect(freed.elements == [true])  // while the caller still holds the source
+        withExtendedLifetime(source) {}
+    }
+
+    @Test func aSourceSignalledInALoopThatWentAwayRunsInTheNextLoopItJoins() throws {
+        let runs = Recorder<Int>()
+        let source = LoopSource { _ in runs.append(runs.count + 1) }
+        do {
+            let first = try Loop(clock: ManualLoopClock())  // let go of without `invalidate()`
+            first.add(source, forMode: .default)
+            first.add(LoopTimer(interval: .seconds(3_600)) { _ in }, forMode: "other")
+            source.signal()
+            // A pass of another mode takes the signal among its candidates, and leaves it for `.default`.
+            #expect(first.run(mode: "other", before: first.now + .milliseconds(1)) == .timedOut)
+        }
+        #expect(runs.elements.isEmpty)
+        let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        loop.add(source, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(10), returnAfterSourceHandled: true)
+                    == .handledSource)
+        source.signal()
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(10), returnAfterSourceHandled: true)
+                    == .handledSource)
+        #expect(runs.elements == [1, 2])  // the signal from before the move, and a later one
+    }
+
     @Test func addingADisplayLinkToASecondLoopIsAPreconditionFailureNamingTheLink() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let first = try Loop(clock: ManualLoopClock())

@@ -21,6 +21,10 @@ protocol LoopItem: AnyObject {
     /// The item has just joined (`isCommon`) or left the loop's common items, which hold it as a mode does: it joins
     /// every mode later added to the common set. Loop thread.
     func commonMembershipDidChange(isCommon: Bool, loop: Loop)
+    /// The item starts afresh in a new loop (its first, or one after its last loop ended or went away): forget the
+    /// bookkeeping the old loop kept in it, which no teardown of that loop resets. Called on the new loop's thread by
+    /// `Loop.bind`, before the item joins a mode there.
+    func forgetPreviousLoop()
 }
 
 extension LoopItem {
@@ -29,6 +33,9 @@ extension LoopItem {
 
     /// Nothing to do for most items: the loop's common items hold them.
     func commonMembershipDidChange(isCommon: Bool, loop: Loop) {}
+
+    /// Nothing to do for most items: their loop-thread state is their modes and sequence, which `Loop.bind` resets.
+    func forgetPreviousLoop() {}
 
     /// The loop the item belongs to, if it was added to one that still exists. Any thread.
     var boundLoop: Loop? {

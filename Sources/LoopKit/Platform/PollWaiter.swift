@@ -229,7 +229,15 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.registries = [:]
         self.refusedModes = []
         self.polledSources = []
-        self.sourcesWithNewEvents.withLock { $0 = [] }
+        // Taken out of the list, so no longer listed: a source that joins another loop is listed there afresh.
+        let listed = self.sourcesWithNewEvents.withLock { list -> [LoopDescriptorSource] in
+            for source in list {
+                source.isListedWithNewEvents.store(false, ordering: .releasing)
+            }
+            defer { list = [] }
+            return list
+        }
+        withExtendedLifetime(listed) {}  // released here, outside the lock
         self.sourcesWithNewEventsScratch = []
     }
 
