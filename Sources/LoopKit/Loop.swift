@@ -38,6 +38,9 @@ public final class Loop: @unchecked Sendable {
     let state = SharedLoopState()
     /// The actors' executor identities handed out so far, one per set of modes (see `LoopJobTarget`).
     let jobTargets = LoopLock<[LoopJobTarget]>([])
+    /// Set once the loop's teardown (`threadDidExit`) has let go of its items: another loop may adopt one only then
+    /// (`LoopItem.bind` waits for it), never while this one still changes the item's loop-thread state. Any thread.
+    private let letGoOfItems = Atomic<Bool>(false)
 
     // MARK: Loop thread only
     // `@exclusivity(unchecked)`: state that every pass touches. A checked access is a call into the runtime and a
@@ -53,6 +56,9 @@ public final class Loop: @unchecked Sendable {
     var commonItems: [ObjectIdentifier: any LoopItem] = [:]
     @exclusivity(unchecked) var runningModes: [LoopMode] = []
     var lastSequence: UInt64 = 0
+    /// While the loop tears down (`threadDidExit`), the callouts its items make on leaving a mode (a source's
+    /// `onUnschedule`), run once it has let go of every item; `nil` otherwise (`callOutUnlessTearingDown`).
+    var calloutsAfterTeardown: [() -> Void]?
     /// The blocks taken from `state` and not run yet, across nested runs (see `BlockQueue`).
     @exclusivity(unchecked) var blockQueue = BlockQueue()
     /// The empty buffer traded with the state's block list at the next take, so that taking allocates nothing.
@@ -181,18 +187,16 @@ public final class Loop: @unchecked Sendable {
         assert(activeRuns == 0 && !isWaiting, "LoopKit bug: a loop was freed while one of its runs was active")
         #endif
         // Items may outlive their loop and join another: forget this loop's modes (no user callbacks from a deinit).
+        // An item's tie already reads `nil` (it is weak), so another loop may be adopting it on another thread right
+        // now: each is forgotten under the lock that guards its tie, and only while nothing has tied it again.
         var endActions: [@Sendable (Bool) -> Void] = []
         // A timer left only in the common items (a link removed by name from each real mode) is in no mode below, and
         // its grid still holds its link: let go of it too, or the link, its timer and its callback live on in a cycle.
         for case let timer as LoopTimer in self.commonItems.values {
-            timer.forgetModes()
+            Self.forgetModesUnlessAdopted(timer)
         }
         for (item, _) in self.scheduledItems() {
-            if let timer = item as? LoopTimer {
-                timer.forgetModes()
-            } else {
-                item.modes = []
-            }
+            guard Self.forgetModesUnlessAdopted(item) else { continue }
             if let action = (item as? LoopDescriptorSource)?.whenLoopEnds {
                 endActions.append(action)
             }
@@ -202,6 +206,26 @@ public final class Loop: @unchecked Sendable {
         for action in endActions {
             action(false)
         }
+    }
+
+    /// Forgets the modes of `item`, of a loop being freed, unless another loop has tied it since. A display link's
+    /// timer lets go of its link, released after the item's lock.
+    ///
+    /// - Returns: Whether the item was this loop's to forget.
+    @discardableResult
+    private static func forgetModesUnlessAdopted(_ item: any LoopItem) -> Bool {
+        let released: (isOurs: Bool, link: AnyObject?) = item.withTie { tie in
+            guard tie.loop == nil else { return (false, nil) }
+            guard let timer = item as? LoopTimer else {
+                item.modes = []
+                return (true, nil)
+            }
+            let link = timer.grid?.retainedServedObject
+            timer.forgetModes()
+            return (true, link)
+        }
+        withExtendedLifetime(released.link) {}
+        return released.isOurs
     }
 
     /// Ends the loop for good: removes every item from every mode (calling the sources' `onUnschedule` callbacks),
@@ -225,31 +249,42 @@ public final class Loop: @unchecked Sendable {
     /// callbacks, as CF does when a thread's run loop is finalized), drop the work that can never run, and refuse
     /// new work. Breaks the cycles through callbacks that capture the loop, so the loop is freed. Called on the
     /// exiting thread.
+    ///
+    /// No user code runs until every item is let go of (`letGoOfItems`): another thread that adds one of the items to
+    /// another loop waits for that, so that this loop never changes an item another one has adopted. The sources'
+    /// `onUnschedule` callbacks run after, in the order the items left their modes, and what may hold user code
+    /// (dropped blocks, released items and their callbacks) is released after them.
     func threadDidExit() {
         let dropped = self.state.withLock { $0.end() }
-        withExtendedLifetime(dropped) {}  // released here, after the lock: a deinit may call back into the loop
         self.tracer = nil
+        self.calloutsAfterTeardown = []
+        // An item a block of the loop's last drain (`LoopThread`) gave to another loop before this teardown is that
+        // loop's now: left alone.
+        let isOurs = { (item: any LoopItem) in item.withTie { $0.loop === self } }
         // Told they left the common items, as a removal would tell them: a display link left only there (removed by
         // name from each real mode) is in no mode below, and its timer would otherwise hold it, and the callback, for
-        // good. Released at the end, after the loop is in order again: a capture's deinit is user code.
+        // good.
         let common = self.commonItems
         self.commonItems = [:]
-        for item in common.values.sorted(by: { $0.sequence < $1.sequence }) {
+        var leftEveryMode: [any LoopItem] = []  // invalidated items whose queued removal was dropped above
+        for item in common.values.sorted(by: { $0.sequence < $1.sequence }) where isOurs(item) {
             item.commonMembershipDidChange(isCommon: false, loop: self)
             if item.modes.isEmpty && !item.isValid {
-                item.didLeaveEveryMode()  // invalidated in no real mode, its queued removal dropped above
+                leftEveryMode.append(item)
             }
         }
         var endActions: [@Sendable (Bool) -> Void] = []  // once per mode of the source: each action ends it only once
-        for (item, mode) in self.scheduledItems() {
+        let scheduled = self.scheduledItems()
+        for (item, mode) in scheduled where isOurs(item) {
             if let action = (item as? LoopDescriptorSource)?.whenLoopEnds {
                 endActions.append(action)
             }
             self.detach(item, fromRealMode: mode)
             if item.modes.isEmpty && !item.isValid {
-                item.didLeaveEveryMode()  // invalidated, and its removal was queued: the queue is dropped above
+                leftEveryMode.append(item)
             }
         }
+        let modeItems = (self.modeItemsByMode, self.modeItemsByIndex, self.lastModeItems)
         self.modeItemsByMode = [:]
         self.modeItemsByIndex = []
         self.lastModeItems = nil
@@ -261,11 +296,36 @@ public final class Loop: @unchecked Sendable {
         self.spareBlocks = []
         self.spareSignalled = []
         self.spareRunnableSources = []
-        withExtendedLifetime(abandoned) {}
-        withExtendedLifetime(common) {}
+        let callouts = self.calloutsAfterTeardown ?? []
+        self.calloutsAfterTeardown = nil
+        self.letGoOfItems.store(true, ordering: .releasing)
+        // User code from here on.
+        withExtendedLifetime(dropped) {}
+        for callout in callouts {
+            callout()
+        }
+        for item in leftEveryMode {
+            item.didLeaveEveryMode()
+        }
+        withExtendedLifetime((scheduled, modeItems, abandoned, common)) {}
         for action in endActions {
             action(true)
         }
+    }
+
+    /// Runs `callout` (an item's, as it leaves a mode) now, or, while the loop tears down, once it has let go of every
+    /// item (`threadDidExit`). Loop thread.
+    func callOutUnlessTearingDown(_ callout: @escaping () -> Void) {
+        if self.calloutsAfterTeardown != nil {
+            self.calloutsAfterTeardown?.append(callout)
+        } else {
+            callout()
+        }
+    }
+
+    /// Whether the loop's teardown has let go of its items (`threadDidExit`): another loop may adopt them. Any thread.
+    var hasLetGoOfItems: Bool {
+        self.letGoOfItems.load(ordering: .acquiring)
     }
 
     /// Every item in every mode, with the mode, in a stable order. Loop thread (or deinit).

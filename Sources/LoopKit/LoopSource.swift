@@ -136,7 +136,10 @@ extension LoopSource: LoopItem {
         if self.modes.isEmpty && self.isSignalled {
             loop.dropSpentCandidates()  // in no mode now: parked, held by no list, in its place for a later add
         }
-        self.shared.withLock { $0.callbacks?.cancel }?(self, items.mode)
+        if let cancel = self.shared.withLock({ $0.callbacks?.cancel }) {
+            let mode = items.mode
+            loop.callOutUnlessTearingDown { cancel(self, mode) }
+        }
     }
 
     func didLeaveEveryMode() {

@@ -370,6 +370,12 @@ extension LoopTimer: LoopItem {
         self.holdServedObjectWhileScheduled(loop: loop)
     }
 
+    /// The old loop's slots mean nothing here: its mode indexes would point into this loop's tables. (Its teardown
+    /// forgets them; one that left the timer alone, tied here first, did not.)
+    func forgetPreviousLoop() {
+        self.memberships = TimerMemberships()
+    }
+
     func withTie<Result>(_ body: (inout LoopTie) -> Result) -> Result {
         self.withSchedule { body(&$0.tie) }
     }

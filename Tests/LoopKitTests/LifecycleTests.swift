@@ -353,6 +353,45 @@ struct LifecycleTests {
         #expect(runs.elements == [1, 2])  // the signal from before the move, and a later one
     }
 
+    @Test func anItemIsAdoptedByAnotherLoopOnlyOnceItsLoopsTeardownHasLetGoOfIt() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        let other = try LoopThread()
+        defer { other.shutdownAndJoin() }
+        let fires = Recorder<Int>()
+        let timer = LoopTimer(interval: .milliseconds(2), repeats: true) { _ in fires.append(1) }
+        let unscheduled = DispatchSemaphore(value: 0)
+        let adopted = DispatchSemaphore(value: 0)
+        // The teardown takes sources out of a mode before its timers; this callback gives another thread the time to
+        // adopt the timer while it would still be in this loop's mode, if the callback ran in the middle of the
+        // teardown.
+        loop.add(LoopSource(onUnschedule: { _, _ in
+            unscheduled.signal()
+            usleep(50_000)
+        }) { _ in }, forMode: .default)
+        loop.add(timer, forMode: .default)
+        let added = Recorder<Bool>()
+        DispatchQueue.global().async {
+            unscheduled.wait()
+            added.append(other.loop.add(timer, forMode: .default))
+            adopted.signal()
+        }
+        loop.invalidate()
+        adopted.wait()
+        #expect(added.elements == [true])
+        #expect(waitUntil { fires.count >= 2 })  // it ticks in its new loop
+        // And it is that loop's, whole: removed, it leaves the mode empty.
+        other.loop.remove(timer, forMode: .default)
+        let isEmpty = Recorder<Bool>()
+        let looked = DispatchSemaphore(value: 0)
+        other.loop.perform {
+            isEmpty.append(other.loop.modeItemsByMode[.default].map { $0.timers.count == 0 } ?? true)
+            looked.signal()
+        }
+        looked.wait()
+        #expect(isEmpty.elements == [true])
+        #expect(timer.isValid)
+    }
+
     @Test func addingADisplayLinkToASecondLoopIsAPreconditionFailureNamingTheLink() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let first = try Loop(clock: ManualLoopClock())

@@ -45,7 +45,8 @@ extension LoopItem {
     /// Ties the item to `loop`. Any thread.
     ///
     /// Whether the current loop has ended is asked outside the item's lock: it takes the loop's own lock, and the
-    /// last reference to an old loop must not be let go (running its deinit) under the item's.
+    /// last reference to an old loop must not be let go (running its deinit) under the item's. An item of a loop
+    /// that has ended but is still tearing down is tied once the teardown has let go of it (`Loop.threadDidExit`).
     ///
     /// - Returns: Whether this is a new tie (the item had no loop, or its loop is gone or has ended).
     /// - Precondition: The item does not belong to another loop that is still running.
@@ -63,6 +64,14 @@ extension LoopItem {
             if current === loop || !current.hasEnded {
                 loopPrecondition(current === loop, "\(call): this \(kind) already belongs to another loop")
                 return false
+            }
+            // Ended, but maybe still tearing down, changing the item's loop-thread state as it takes it out of its
+            // modes: adopted only once it has let go (no user code runs until then, so the wait is short). On the
+            // ended loop's own thread its teardown has not begun (a block of a `LoopThread`'s last drain): the
+            // teardown will leave alone an item tied elsewhere.
+            if !current.hasLetGoOfItems && !current.isCurrent {
+                PlatformThread.offerProcessor()
+                continue
             }
             let isBound = self.withTie { tie in
                 guard tie.loop === current else { return false }  // another thread tied it meanwhile: look again
