@@ -316,9 +316,7 @@ public final class Loop: @unchecked Sendable {
     /// Runs `callout` (an item's, as it leaves a mode) now, or, while the loop tears down, once it has let go of every
     /// item (`threadDidExit`). Loop thread.
     func callOutUnlessTearingDown(_ callout: @escaping () -> Void) {
-        if self.calloutsAfterTeardown != nil {
-            self.calloutsAfterTeardown?.append(callout)
-        } else {
+        if self.calloutsAfterTeardown?.append(callout) == nil {
             callout()
         }
     }

@@ -87,8 +87,7 @@ public final class LoopDescriptorSource: @unchecked Sendable {
         set {
             LoopDescriptorSource.checkWatchable(newValue, call: "LoopDescriptorSource.events")
             let old = self.watched.exchange(newValue.rawValue, ordering: .acquiringAndReleasing)
-            // An ended loop applies no change: listing the source there would only keep it alive.
-            guard old != newValue.rawValue, let loop = self.boundLoop, !loop.hasEnded else { return }
+            guard old != newValue.rawValue, let loop = self.boundLoop else { return }
             loop.waiter.noteNewEvents(of: self)  // before the wake-up, so that the wait it ends sees the change
             if !loop.isCurrent {
                 loop.wakeUp()  // the loop is maybe asleep on the old set of events

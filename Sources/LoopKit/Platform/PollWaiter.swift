@@ -54,6 +54,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// of large modes are brought up to date for those alone.
     private let sourcesWithNewEvents = LoopLock<[LoopDescriptorSource]>([])
     private let hasSourcesWithNewEvents = Atomic<Bool>(false)
+    /// Set under `sourcesWithNewEvents`' lock by `forgetModes()` (the loop has ended): no change is listed after, where
+    /// it could never be applied and the list would only keep its source alive.
+    private let hasForgottenModes = Atomic<Bool>(false)
 
     // MARK: Loop thread only
     private let poller: any Poller
@@ -195,7 +198,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         // The flag and the list change together, under the list's lock: the loop takes a source out of the list
         // when it leaves its last mode, and must find it there whenever the flag says it is listed.
         self.sourcesWithNewEvents.withLock { list in
-            guard !source.isListedWithNewEvents.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            guard !self.hasForgottenModes.load(ordering: .relaxed),
+                  !source.isListedWithNewEvents.exchange(true, ordering: .acquiringAndReleasing) else { return }
             list.append(source)
             self.hasSourcesWithNewEvents.store(true, ordering: .releasing)
         }
@@ -231,6 +235,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         self.polledSources = []
         // Taken out of the list, so no longer listed: a source that joins another loop is listed there afresh.
         let listed = self.sourcesWithNewEvents.withLock { list -> [LoopDescriptorSource] in
+            self.hasForgottenModes.store(true, ordering: .relaxed)
             for source in list {
                 source.isListedWithNewEvents.store(false, ordering: .releasing)
             }
