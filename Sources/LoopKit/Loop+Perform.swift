@@ -24,9 +24,10 @@ extension Loop {
     }
 
     /// Queues an executor's job (`LoopJobTarget`). Any thread. A job for a loop that has ended traps, naming the usual
-    /// cause: the job could never run, and its task would wait for ever.
+    /// cause: the job could never run, and its task would wait for ever. A job queued before the end runs in the
+    /// end's final drain (`LoopThread`'s, or `endRunningRemainingJobs()`), whatever its modes.
     func enqueueJob(inModes modes: BlockModes, _ job: @escaping @Sendable () -> Void) {
-        self.enqueue(modes, job, call: Self.jobCall)
+        self.enqueue(modes, job, isJob: true, call: Self.jobCall)
     }
 
     /// What a refused executor job's trap names as the call.
@@ -35,8 +36,9 @@ extension Loop {
         shutdownGracefully(), say, and resumes here after the shutdown)
         """
 
-    private func enqueue(_ modes: BlockModes, _ block: @escaping @Sendable () -> Void, call: StaticString) {
-        switch self.state.withLock({ $0.enqueue(modes, block) }) {
+    private func enqueue(_ modes: BlockModes, _ block: @escaping @Sendable () -> Void, isJob: Bool = false,
+                         call: StaticString) {
+        switch self.state.withLock({ $0.enqueue(modes, block, isJob: isJob) }) {
         case .queued(let action):
             self.wake(if: action)
         case .refused:
@@ -95,6 +97,20 @@ extension Loop {
         self.blockQueue.take(&taken, capacityLimit: Loop.spareBlocksCapacityLimit)
         self.spareBlocks = taken  // empty; the storage of the queue's last batch, or of the state's list
         return result
+    }
+
+    /// Takes every queued block, in any mode, first queued first, for an ending loop's final drain. When
+    /// `endsWith(blocks)` holds, the loop ends with them, so that a block queued from now on is refused rather than
+    /// lost. Loop thread.
+    ///
+    /// - Returns: The blocks, and what the end dropped (`nil` if the loop has not ended), to be released by the caller
+    ///   (user code may run in a capture's deinit).
+    func takeRemainingBlocks(
+        endingIf endsWith: ([QueuedBlock]) -> Bool
+    ) -> (blocks: [QueuedBlock], dropped: LoopStateMachine.DroppedWork?) {
+        var blocks = self.blockQueue.takeAll()
+        let dropped = self.state.withLock { $0.takeRemainingBlocks(into: &blocks, endingIf: endsWith) }
+        return (blocks, dropped)
     }
 
     /// Whether a block that `mode` admits is queued. Loop thread.

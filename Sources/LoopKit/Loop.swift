@@ -157,6 +157,8 @@ public final class Loop: @unchecked Sendable {
     /// On the main thread this is `Loop.main`. Blocks queued to it that it has not run when its thread exits end with
     /// it, as CF's do with a thread's run loop, and so does a task scheduled on it (cancelled): a thread that others
     /// hand work to should run its loop until it is stopped, or be a `LoopThread`, whose end runs what was queued.
+    /// An executor's jobs queued to it (`LoopExecutor`) are the exception: they run as the thread exits, so that their
+    /// tasks go on.
     /// After `invalidate()`, the thread's `current` stays that ended loop, which takes no more work.
     ///
     /// - Precondition: The loop can be created (two descriptors); `LoopThread` and `Loop(clock:)` throw instead.
@@ -228,8 +230,9 @@ public final class Loop: @unchecked Sendable {
         return released.isOurs
     }
 
-    /// Ends the loop for good: removes every item from every mode (calling the sources' `onUnschedule` callbacks),
-    /// drops the queued blocks and item changes, and refuses new blocks. Loop thread only, outside every run.
+    /// Ends the loop for good: runs the executor jobs queued so far (`LoopExecutor`; a task would otherwise wait for
+    /// ever), removes every item from every mode (calling the sources' `onUnschedule` callbacks), drops the queued
+    /// blocks and item changes, and refuses new blocks. Loop thread only, outside every run.
     ///
     /// Items whose callbacks capture the loop form cycles with it (the loop holds its items); invalidating the items,
     /// or the loop, breaks them, so a loop of your own is freed with its descriptors once you let go of it. A loop
@@ -255,7 +258,7 @@ public final class Loop: @unchecked Sendable {
     /// `onUnschedule` callbacks run after, in the order the items left their modes, and what may hold user code
     /// (dropped blocks, released items and their callbacks) is released after them.
     func threadDidExit() {
-        let dropped = self.state.withLock { $0.end() }
+        let dropped = self.endRunningRemainingJobs()
         self.tracer = nil
         self.calloutsAfterTeardown = []
         // An item a block of the loop's last drain (`LoopThread`) gave to another loop before this teardown is that
@@ -310,6 +313,35 @@ public final class Loop: @unchecked Sendable {
         withExtendedLifetime((scheduled, modeItems, abandoned, common)) {}
         for action in endActions {
             action(true)
+        }
+    }
+
+    /// Ends the loop's lifecycle for `threadDidExit`, after running the executor jobs queued so far, whatever their
+    /// modes, with the jobs they queue in turn, for up to `LoopThread.finalDrainRounds` rounds: a job dropped would
+    /// leave its task waiting for ever. The last round's jobs run just after the end, so that a job they queue traps
+    /// (`enqueueJob`) instead of being lost. Blocks queued with `perform` are dropped, as CF drops an ended loop's.
+    /// Loop thread.
+    ///
+    /// - Returns: What the end dropped, for the caller to release once the loop has let go of its items.
+    private func endRunningRemainingJobs() -> (work: LoopStateMachine.DroppedWork, blocks: [QueuedBlock]) {
+        var droppedBlocks: [QueuedBlock] = []
+        var round = 0
+        while true {
+            round += 1
+            let isFinal = round >= LoopThread.finalDrainRounds
+            let (taken, droppedWork) = self.takeRemainingBlocks(endingIf: { blocks in
+                isFinal || !blocks.contains { $0.isJob }
+            })
+            for block in taken {
+                if block.isJob {
+                    block.body()
+                } else {
+                    droppedBlocks.append(block)
+                }
+            }
+            if let droppedWork {
+                return (droppedWork, droppedBlocks)
+            }
         }
     }
 

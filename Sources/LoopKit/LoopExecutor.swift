@@ -3,8 +3,9 @@
 /// An actor whose `unownedExecutor` is a `LoopExecutor`'s runs all its code on the loop's thread, interleaved with
 /// the loop's other work at its block drain points; `withTaskExecutorPreference(_:operation:)` puts a task's
 /// continuations there too. Jobs run only while the loop runs one of `modes` (like `perform` blocks), and pending
-/// jobs keep such a mode alive. Jobs enqueued after the loop's `LoopThread` has ended are a precondition failure,
-/// never silently dropped.
+/// jobs keep such a mode alive. When the loop ends (its `LoopThread` finishes, its thread exits, or it is
+/// invalidated), the jobs queued before the end still run, in any mode, with those they queue for a few rounds. Jobs
+/// enqueued after the end are a precondition failure, never silently dropped.
 ///
 /// Every `LoopExecutor` of one loop and one set of modes is the same serial executor to the Swift runtime: a call from
 /// one actor to another whose executors are both, say, `loop.executor` runs at once, on the loop's thread, as a plain

@@ -71,11 +71,13 @@ public final class LoopThread: Sendable {
             round += 1
             loop.applyControlMessages()
             loop.performRemainingSignalledSources()  // a signal made before the shutdown is not lost either
-            let (blocks, ended) = loop.takeRemainingBlocks(final: round == LoopThread.finalDrainRounds)
+            let isFinal = round == LoopThread.finalDrainRounds
+            let (blocks, dropped) = loop.takeRemainingBlocks(endingIf: { $0.isEmpty || isFinal })
+            withExtendedLifetime(dropped) {}  // released after the lock
             for block in blocks {
                 block.body()
             }
-            if ended { break }
+            if dropped != nil { break }
         }
     }
 
@@ -122,16 +124,5 @@ public final class LoopThread: Sendable {
         } else if !self.isJoined.withLock({ $0 }) {
             self.thread.detach()  // released on its own thread (a block, or its exit): it cannot wait for itself
         }
-    }
-}
-
-extension Loop {
-    /// Takes every queued block, in any mode; when there are none, or this is the `final` round, the loop ends with
-    /// them (so a block queued from now on is refused rather than lost). Loop thread.
-    func takeRemainingBlocks(final: Bool) -> (blocks: [QueuedBlock], ended: Bool) {
-        let taken = self.blockQueue.takeAll()
-        let (queued, ended, dropped) = self.state.withLock { $0.takeRemainingBlocks(final: final) }
-        withExtendedLifetime(dropped) {}  // released here, after the lock
-        return (taken + queued, ended)
     }
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 import Synchronization
 import Testing
 @testable import LoopKit
@@ -20,6 +21,49 @@ private actor LoopBoundCounter {
     func increment() -> Bool {
         self.count += 1
         return self.executor.loop.isCurrent
+    }
+}
+
+/// Records each step of a call that goes to an actor of the same loop in other modes and back: each hop is another
+/// job on the loop, queued by the job before it.
+private actor ThreeHopRecorder {
+    let executor: LoopExecutor
+    let record: Recorder<String>
+    private let neighbour: Neighbour
+
+    /// An actor of the same loop in `tracking` only: a call to it goes through the loop (a different executor).
+    actor Neighbour {
+        let executor: LoopExecutor
+        let record: Recorder<String>
+
+        init(executor: LoopExecutor, record: Recorder<String>) {
+            self.executor = executor
+            self.record = record
+        }
+
+        nonisolated var unownedExecutor: UnownedSerialExecutor {
+            self.executor.asUnownedSerialExecutor()
+        }
+
+        func step() {
+            self.record.append("hop 2 on the loop's thread: \(self.executor.loop.isCurrent)")
+        }
+    }
+
+    init(executor: LoopExecutor, record: Recorder<String>) {
+        self.executor = executor
+        self.record = record
+        self.neighbour = Neighbour(executor: LoopExecutor(loop: executor.loop, modes: [.tracking]), record: record)
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        self.executor.asUnownedSerialExecutor()
+    }
+
+    func threeHops() async {
+        self.record.append("hop 1 on the loop's thread: \(self.executor.loop.isCurrent)")
+        await self.neighbour.step()
+        self.record.append("hop 3 on the loop's thread: \(self.executor.loop.isCurrent)")
     }
 }
 
@@ -153,5 +197,90 @@ struct EmbeddingTests {
         let probe = ModeProbe(executor: LoopExecutor(loop: loop, modes: [.tracking]))
         #expect(await probe.modeAndStop() == .tracking)
         thread.shutdownAndJoin()
+    }
+
+    // MARK: Jobs queued before the loop ends
+
+    /// What `ThreeHopRecorder.threeHops()` records when each hop runs on the loop's thread.
+    private static let threeHops = (1...3).map { "hop \($0) on the loop's thread: true" }
+
+    /// Waits until `loop` holds a queued block: the job of a task that has just gone to one of its actors.
+    private static func untilABlockIsQueued(on loop: Loop) async throws {
+        while !loop.state.pending.contains(.blocks) {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
+    /// Starts a thread that makes its `Loop.current`, hands over an executor of it, and waits for `finish` before
+    /// it does it (on its loop's thread, outside every run) and exits, never having run its loop.
+    private static func threadThatNeverRunsItsLoop(
+        finish: @escaping @Sendable (Loop) -> Void
+    ) async throws -> (PlatformThread, LoopExecutor, release: @Sendable () -> Void) {
+        let handoff = LoopLock<LoopExecutor?>(nil)
+        let released = DispatchSemaphore(value: 0)
+        let thread = startThread {
+            let loop = Loop.current
+            handoff.withLock { $0 = LoopExecutor(loop: loop) }
+            released.wait()
+            finish(loop)
+        }
+        while handoff.withLock({ $0 }) == nil {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let executor = handoff.withLock { $0! }
+        let release: @Sendable () -> Void = { released.signal() }
+        return (thread, executor, release)
+    }
+
+    @Test func aJobQueuedToAPlainThreadsLoopRunsWhenTheThreadExits() async throws {
+        let record = Recorder<String>()
+        let (thread, executor, release) = try await Self.threadThatNeverRunsItsLoop { loop in
+            loop.perform { record.append("a perform block") }  // dropped at the exit, as CF drops it
+        }
+        let recorder = ThreeHopRecorder(executor: executor, record: record)
+        let task = Task { await recorder.threeHops() }
+        try await Self.untilABlockIsQueued(on: executor.loop)
+        release()
+        thread.join()  // the jobs ran on the way out
+        #expect(record.elements == Self.threeHops)
+        if record.count == 3 {
+            await task.value  // would wait for ever had a job been dropped
+        }
+        #expect(executor.loop.hasEnded)
+    }
+
+    @Test func invalidateRunsTheJobsQueuedSoFarAndThoseTheyQueueBeforeItReturns() async throws {
+        let record = Recorder<String>()
+        let (thread, executor, release) = try await Self.threadThatNeverRunsItsLoop { loop in
+            loop.perform { record.append("a perform block") }  // dropped, as `invalidate()` documents
+            loop.invalidate()
+            record.append("invalidate() returned")
+        }
+        let recorder = ThreeHopRecorder(executor: executor, record: record)
+        let task = Task { await recorder.threeHops() }
+        try await Self.untilABlockIsQueued(on: executor.loop)
+        release()
+        thread.join()
+        #expect(record.elements == Self.threeHops + ["invalidate() returned"])
+        if record.count == 4 {
+            await task.value
+        }
+    }
+
+    @Test func aLoopThreadsFinalDrainGivesABlockWaitingForAnotherModeItsRoundsToo() throws {
+        let thread = try LoopThread(name: "final-drain")
+        let loop = thread.loop
+        let record = Recorder<String>()
+        // The second drain takes both blocks below; the shutdown runs, and the tracking block is left waiting in the
+        // loop's own queue when its runs end. It still runs, and what it queues runs in a later round.
+        thread.perform {
+            loop.perform(inModes: [.tracking]) {
+                record.append("tracking block")
+                loop.perform { record.append("its follow-up") }
+            }
+            loop.perform { loop.shutDown() }
+        }
+        thread.join()
+        #expect(record.elements == ["tracking block", "its follow-up"])
     }
 }

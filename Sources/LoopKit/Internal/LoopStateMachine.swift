@@ -70,11 +70,12 @@ struct LoopStateMachine {
 
     // MARK: Producers (any thread)
 
-    /// Queues `block` with the next sequence number, unless the loop has ended.
-    mutating func enqueue(_ modes: BlockModes, _ body: @escaping @Sendable () -> Void) -> EnqueueAction {
+    /// Queues `block` (an executor's job if `isJob`) with the next sequence number, unless the loop has ended.
+    mutating func enqueue(_ modes: BlockModes, _ body: @escaping @Sendable () -> Void,
+                          isJob: Bool = false) -> EnqueueAction {
         guard self.lifecycle != .ended else { return .refused }
         self.nextBlockSequence &+= 1
-        self.blocks.append(QueuedBlock(sequence: self.nextBlockSequence, modes: modes, body: body))
+        self.blocks.append(QueuedBlock(sequence: self.nextBlockSequence, modes: modes, body: body, isJob: isJob))
         return .queued(self.arrival())
     }
 
@@ -253,16 +254,14 @@ struct LoopStateMachine {
         return self.controlMessages
     }
 
-    /// Takes every queued block for the thread's final drain; on the `final` round, or when none are left, the loop
-    /// ends with them, so that a block queued from now on is refused instead of lost. What the end drops is returned
-    /// too, to be released after the lock.
-    mutating func takeRemainingBlocks(final: Bool) -> (blocks: [QueuedBlock], ended: Bool, dropped: DroppedWork?) {
-        let blocks = self.blocks
+    /// Takes every queued block for an ending loop's final drain, after `blocks` (those the loop's thread already
+    /// held). When `endsWith(blocks)` holds, the loop ends with them, so that a block queued from now on is refused
+    /// instead of lost; what the end drops is returned, to be released after the lock.
+    mutating func takeRemainingBlocks(into blocks: inout [QueuedBlock],
+                                      endingIf endsWith: ([QueuedBlock]) -> Bool) -> DroppedWork? {
+        blocks.append(contentsOf: self.blocks)
         self.blocks = []
-        if blocks.isEmpty || final {
-            return (blocks, true, self.end())
-        }
-        return (blocks, false, nil)
+        return endsWith(blocks) ? self.end() : nil
     }
 
     /// The loop's thread is gone: nothing queued can run, and nothing more is accepted.

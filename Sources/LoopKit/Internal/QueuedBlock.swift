@@ -45,6 +45,9 @@ struct QueuedBlock: Sendable {
     let sequence: UInt64
     let modes: BlockModes
     let body: @Sendable () -> Void
+    /// An executor's job, not a `perform` block: the end of the loop runs it rather than drop it, since its task
+    /// would otherwise wait for ever.
+    var isJob = false
 
     /// What a `BlockQueue` leaves in a block's place when it takes it: sequence 0, no closure context, no storage to
     /// retain or release.
