@@ -59,6 +59,8 @@ public final class Loop: @unchecked Sendable {
     /// While the loop tears down (`threadDidExit`), the callouts its items make on leaving a mode (a source's
     /// `onUnschedule`), run once it has let go of every item; `nil` otherwise (`callOutUnlessTearingDown`).
     var calloutsAfterTeardown: [() -> Void]?
+    /// `end(finalDrain:)` has begun.
+    private var isEnding = false
     /// The blocks taken from `state` and not run yet, across nested runs (see `BlockQueue`).
     @exclusivity(unchecked) var blockQueue = BlockQueue()
     /// The empty buffer traded with the state's block list at the next take, so that taking allocates nothing.
@@ -157,8 +159,8 @@ public final class Loop: @unchecked Sendable {
     /// On the main thread this is `Loop.main`. Blocks queued to it that it has not run when its thread exits end with
     /// it, as CF's do with a thread's run loop, and so does a task scheduled on it (cancelled): a thread that others
     /// hand work to should run its loop until it is stopped, or be a `LoopThread`, whose end runs what was queued.
-    /// An executor's jobs queued to it (`LoopExecutor`) are the exception: they run as the thread exits, so that their
-    /// tasks go on.
+    /// An executor's jobs queued to it (`LoopExecutor`) are the exception: they run as the thread exits (a job queued
+    /// after that, by a task that awaited something else, traps). During the exit, `current` is that ending loop.
     /// After `invalidate()`, the thread's `current` stays that ended loop, which takes no more work.
     ///
     /// - Precondition: The loop can be created (two descriptors); `LoopThread` and `Loop(clock:)` throw instead.
@@ -230,13 +232,17 @@ public final class Loop: @unchecked Sendable {
         return released.isOurs
     }
 
-    /// Ends the loop for good: runs the executor jobs queued so far (`LoopExecutor`; a task would otherwise wait for
-    /// ever), removes every item from every mode (calling the sources' `onUnschedule` callbacks), drops the queued
-    /// blocks and item changes, and refuses new blocks. Loop thread only, outside every run.
+    /// Ends the loop for good. First, a final drain runs the executor jobs queued so far (`LoopExecutor`), and those
+    /// they queue, for a few rounds, whatever their modes, so that no task is left waiting for ever by a job already
+    /// queued. Then it removes every item from every mode (calling the sources' `onUnschedule` callbacks), drops the
+    /// queued blocks and item changes, and refuses new blocks and jobs. Loop thread only, outside every run.
     ///
     /// Items whose callbacks capture the loop form cycles with it (the loop holds its items); invalidating the items,
     /// or the loop, breaks them, so a loop of your own is freed with its descriptors once you let go of it. A loop
     /// that belongs to a thread (`Loop.current`, a `LoopThread`'s) ends this way by itself when its thread ends.
+    ///
+    /// A job of that final drain that calls `invalidate()` again returns at once, and every run started from one
+    /// returns `.stopped` at once.
     ///
     /// - Precondition: Called on the loop's thread, while none of its runs is active; not `Loop.main`.
     @available(*, noasync)
@@ -248,21 +254,51 @@ public final class Loop: @unchecked Sendable {
         self.threadDidExit()
     }
 
-    /// The thread that owns this loop has exited: remove every item from every mode (calling the sources' cancel
-    /// callbacks, as CF does when a thread's run loop is finalized), drop the work that can never run, and refuse
-    /// new work. Breaks the cycles through callbacks that capture the loop, so the loop is freed. Called on the
-    /// exiting thread.
-    ///
-    /// No user code runs until every item is let go of (`letGoOfItems`): another thread that adds one of the items to
-    /// another loop waits for that, so that this loop never changes an item another one has adopted. The sources'
-    /// `onUnschedule` callbacks run after, in the order the items left their modes, and what may hold user code
-    /// (dropped blocks, released items and their callbacks) is released after them.
+    /// The thread that owns this loop has exited: run the executor jobs queued to it, remove every item from every
+    /// mode (calling the sources' cancel callbacks, as CF does when a thread's run loop is finalized), drop the rest of
+    /// the work that can never run, and refuse new work. Called on the exiting thread (see `end(finalDrain:)`).
     func threadDidExit() {
-        let dropped = self.endRunningRemainingJobs()
+        self.end(finalDrain: .jobs)
+    }
+
+    /// What an ending loop still runs of the work queued before its end.
+    enum FinalDrain {
+        /// Executor jobs only, whatever their modes (a thread's exit, `invalidate()`): a job dropped would leave its
+        /// task waiting for ever. `perform` blocks are dropped, as CF drops an ended loop's.
+        case jobs
+        /// Every queued block, whatever its modes, every signalled source and every item change (a `LoopThread`'s
+        /// end, after its last run).
+        case everything
+
+        func runs(_ block: QueuedBlock) -> Bool {
+            self == .everything || block.isJob
+        }
+    }
+
+    /// Ends the loop for good. Loop thread, outside every run. Later calls return at once, nested ones too (an
+    /// `invalidate()` from a job of the final drain): the first call finishes the end.
+    ///
+    /// 1. The final drain: the loop shuts down (every run, nested ones too, returns `.stopped` at once, so nothing
+    ///    runs out of its order), then runs what `finalDrain` names of the work queued so far, and what that work
+    ///    queues in turn, for up to `LoopThread.finalDrainRounds` rounds.
+    /// 2. The end: with the last round's take, in one lock round trip, so that whatever is queued from then on is
+    ///    refused (a block or a job traps) rather than lost.
+    /// 3. The teardown: every item leaves every mode, which breaks the cycles through callbacks that capture the loop,
+    ///    so the loop is freed. No user code runs until every item is let go of (`letGoOfItems`): another thread that
+    ///    adds one of the items to another loop waits for that, so that this loop never changes an item another one
+    ///    has adopted.
+    /// 4. User code again: the last round's blocks (queued before the end, so not dropped), then the sources'
+    ///    `onUnschedule` callbacks in the order the items left their modes; then what may hold user code (dropped
+    ///    blocks, released items and their callbacks) is released.
+    func end(finalDrain: FinalDrain) {
+        guard !self.isEnding else { return }
+        self.isEnding = true
+        self.shutDown()
+        let (dropped, lastRound) = self.runFinalDrain(finalDrain)
         self.tracer = nil
         self.calloutsAfterTeardown = []
-        // An item a block of the loop's last drain (`LoopThread`) gave to another loop before this teardown is that
-        // loop's now: left alone.
+        // Only this loop's items: no other loop can have adopted one yet (`bind` waits for `letGoOfItems`, and refuses
+        // before the end), but an item's tie is the one authority on where it belongs.
         let isOurs = { (item: any LoopItem) in item.withTie { $0.loop === self } }
         // Told they left the common items, as a removal would tell them: a display link left only there (removed by
         // name from each real mode) is in no mode below, and its timer would otherwise hold it, and the callback, for
@@ -303,10 +339,13 @@ public final class Loop: @unchecked Sendable {
         self.calloutsAfterTeardown = nil
         self.letGoOfItems.store(true, ordering: .releasing)
         // User code from here on.
-        withExtendedLifetime(dropped) {}
+        for block in lastRound {
+            block.body()
+        }
         for callout in callouts {
             callout()
         }
+        withExtendedLifetime(dropped) {}
         for item in leftEveryMode {
             item.didLeaveEveryMode()
         }
@@ -316,31 +355,39 @@ public final class Loop: @unchecked Sendable {
         }
     }
 
-    /// Ends the loop's lifecycle for `threadDidExit`, after running the executor jobs queued so far, whatever their
-    /// modes, with the jobs they queue in turn, for up to `LoopThread.finalDrainRounds` rounds: a job dropped would
-    /// leave its task waiting for ever. The last round's jobs run just after the end, so that a job they queue traps
-    /// (`enqueueJob`) instead of being lost. Blocks queued with `perform` are dropped, as CF drops an ended loop's.
-    /// Loop thread.
+    /// Steps 1 and 2 of `end(finalDrain:)`: runs what `finalDrain` names of the queued work, round by round, and ends
+    /// the loop's lifecycle with the last round's take. Loop thread.
     ///
-    /// - Returns: What the end dropped, for the caller to release once the loop has let go of its items.
-    private func endRunningRemainingJobs() -> (work: LoopStateMachine.DroppedWork, blocks: [QueuedBlock]) {
+    /// - Returns: What the end dropped, to be released once the loop has let go of its items; and the blocks of the
+    ///   last round, taken with the end, to be run then (a job among them that queues another traps, never loses it).
+    private func runFinalDrain(
+        _ finalDrain: FinalDrain
+    ) -> (dropped: (work: LoopStateMachine.DroppedWork, blocks: [QueuedBlock]), lastRound: [QueuedBlock]) {
         var droppedBlocks: [QueuedBlock] = []
         var round = 0
         while true {
             round += 1
+            if finalDrain == .everything {
+                self.applyControlMessages()
+                self.performRemainingSignalledSources()  // a signal made before the end is not lost either
+            }
             let isFinal = round >= LoopThread.finalDrainRounds
             let (taken, droppedWork) = self.takeRemainingBlocks(endingIf: { blocks in
-                isFinal || !blocks.contains { $0.isJob }
+                isFinal || !blocks.contains { finalDrain.runs($0) }
             })
+            var toRun: [QueuedBlock] = []
             for block in taken {
-                if block.isJob {
-                    block.body()
+                if finalDrain.runs(block) {
+                    toRun.append(block)
                 } else {
                     droppedBlocks.append(block)
                 }
             }
             if let droppedWork {
-                return (droppedWork, droppedBlocks)
+                return ((droppedWork, droppedBlocks), toRun)
+            }
+            for block in toRun {
+                block.body()
             }
         }
     }
@@ -507,15 +554,22 @@ final class ThreadLoopHolder {
     let loop: Loop
     /// The thread's token, kept because the thread's slot for it may already be cleared when this is released.
     private let token: UInt64
+    /// Put back in the thread's slot while the loop ends at the thread's exit, released by glibc's next round of
+    /// thread-local destructors; its own release ends nothing.
+    private let isStandIn: Bool
 
-    init(_ loop: Loop) {
+    init(_ loop: Loop, isStandIn: Bool = false) {
         self.loop = loop
         self.token = ThreadLocal.currentToken
+        self.isStandIn = isStandIn
     }
 
     deinit {
-        guard !self.loop.isMainLoop else { return }  // not `Loop.main`: that would create it at a thread's exit
-        ThreadLocal.restoreToken(self.token)  // so that `isCurrent` holds during the teardown's callbacks
+        guard !self.loop.isMainLoop, !self.isStandIn else { return }  // `Loop.main` would be created at a thread's exit
+        ThreadLocal.restoreToken(self.token)  // so that `isCurrent` holds during the end's user code
+        // glibc has cleared the loop's slot too: without a stand-in, `Loop.current` in the end's user code (a job, an
+        // `onUnschedule`) would make the thread a second loop, which no one would run.
+        ThreadLocal.setThreadObject(ThreadLoopHolder(self.loop, isStandIn: true))
         self.loop.threadDidExit()
     }
 }

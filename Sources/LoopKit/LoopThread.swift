@@ -64,21 +64,9 @@ public final class LoopThread: Sendable {
         repeat {
             loop.run(mode: .default, before: .distantFuture)
         } while !loop.isShutDown
-        // Sources signalled and blocks queued before the end still run, whatever their modes (an executor's jobs too). A few
-        // rounds let them queue follow-ups; then the loop ends, and `perform` refuses new blocks with a message.
-        var round = 0
-        while true {
-            round += 1
-            loop.applyControlMessages()
-            loop.performRemainingSignalledSources()  // a signal made before the shutdown is not lost either
-            let isFinal = round == LoopThread.finalDrainRounds
-            let (blocks, dropped) = loop.takeRemainingBlocks(endingIf: { $0.isEmpty || isFinal })
-            withExtendedLifetime(dropped) {}  // released after the lock
-            for block in blocks {
-                block.body()
-            }
-            if dropped != nil { break }
-        }
+        // Sources signalled and blocks queued before the end still run, whatever their modes (an executor's jobs
+        // too); then the loop ends, and `perform` refuses new blocks with a message.
+        loop.end(finalDrain: .everything)
     }
 
     /// How many times the ending thread runs the blocks queued so far (libuv bounds such loops too).

@@ -604,7 +604,11 @@ struct LargeModeDescriptorTests {
         #expect(loop.counters.since(serving).processorOffers == 1)
 
         let stopped = loop.counters
-        let idled = loop.runStoppedFromAnotherThread()  // its wait follows one that ended for the stop alone
+        // Its wait follows one that ended for the stop alone. Stopped once it has begun to sleep (counted as the call
+        // begins): a stop during the large mode's look for closes would end the wait before any sleep.
+        let idled = loop.runStoppedFromAnotherThread(afterItSleeps: {
+            _ = waitUntil { loop.counters.since(stopped).blockingWaits >= 1 }
+        })
         #expect(idled.result == .stopped && idled.restops == 0)
         #expect(loop.counters.since(stopped).processorOffers == 0)
         #expect(loop.counters.since(stopped).blockingWaits >= 1)

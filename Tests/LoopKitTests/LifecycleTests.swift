@@ -152,6 +152,16 @@ struct LifecycleTests {
         #expect(seen.elements == [true])
     }
 
+    @Test func loopCurrentDuringTheTeardownAtThreadExitIsTheEndingLoopNotANewOne() {
+        let seen = Recorder<Bool>()
+        onAnotherThread {
+            let loop = Loop.current
+            loop.add(LoopSource(onUnschedule: { _, _ in seen.append(Loop.current === loop) }, { _ in }),
+                     forMode: .default)
+        }
+        #expect(seen.elements == [true])
+    }
+
     @Test func aLoopThreadReleasedByItsOwnTeardownDoesNotJoinItself() throws {
         _ = ThreadLocal.currentToken
         weak var released: LoopThread?
@@ -437,6 +447,22 @@ struct LifecycleTests {
             thread.shutdownAndJoin()
         }
         #expect(result?.standardErrorText.contains("the loop has ended") == true)
+    }
+
+    @Test func aRunStartedByAJobOfTheFinalDrainAtThreadExitReturnsStoppedWithoutAPass() {
+        let seen = Recorder<String>()
+        onAnotherThread {
+            let loop = Loop.current
+            loop.add(LoopTimer(fireAt: loop.now, interval: .zero) { _ in seen.append("timer fired") },
+                     forMode: .default)
+            loop.enqueueJob(inModes: .single(.default)) {
+                let result = loop.run(mode: .default, before: loop.now + .seconds(1))
+                seen.append("nested run: \(result)")
+                loop.invalidate()  // from inside the end: returns at once
+                seen.append("invalidate() returned")
+            }
+        }
+        #expect(seen.elements == ["nested run: stopped", "invalidate() returned"])
     }
 
     @Test func blocksOfEveryModeStillQueuedAtShutdownRun() throws {

@@ -66,9 +66,8 @@ extension LoopItem {
                 return false
             }
             // Ended, but maybe still tearing down, changing the item's loop-thread state as it takes it out of its
-            // modes: adopted only once it has let go (no user code runs until then, so the wait is short). On the
-            // ended loop's own thread its teardown has not begun (a block of a `LoopThread`'s last drain): the
-            // teardown will leave alone an item tied elsewhere.
+            // modes: adopted only once it has let go (no user code runs from the end until then, so the wait is
+            // short). Never on the ended loop's own thread, which would wait for itself (and runs no user code there).
             if !current.hasLetGoOfItems && !current.isCurrent {
                 PlatformThread.offerProcessor()
                 continue
