@@ -25,15 +25,16 @@ extension Loop {
 
     /// Queues an executor's job (`LoopJobTarget`). Any thread. A job for a loop that has ended traps, naming the usual
     /// cause: the job could never run, and its task would wait for ever. A job queued before the end runs in the
-    /// end's final drain (`LoopThread`'s, or `endRunningRemainingJobs()`), whatever its modes.
+    /// end's final drain (`Loop.end(finalDrain:)`), whatever its modes.
     func enqueueJob(inModes modes: BlockModes, _ job: @escaping @Sendable () -> Void) {
         self.enqueue(modes, job, isJob: true, call: Self.jobCall)
     }
 
     /// What a refused executor job's trap names as the call.
     private static let jobCall: StaticString = """
-        Loop.executor: a job of an actor or task whose executor is this loop (one that awaits its own LoopGroup's \
-        shutdownGracefully(), say, and resumes here after the shutdown)
+        Loop.executor: a job of an actor or task whose executor is this loop, coming back after the loop's end (from \
+        an await elsewhere, such as its own LoopGroup's shutdownGracefully(), or after hopping through the loop more \
+        times than the end's final drain has rounds)
         """
 
     private func enqueue(_ modes: BlockModes, _ block: @escaping @Sendable () -> Void, isJob: Bool = false,

@@ -38,7 +38,7 @@ public final class Loop: @unchecked Sendable {
     let state = SharedLoopState()
     /// The actors' executor identities handed out so far, one per set of modes (see `LoopJobTarget`).
     let jobTargets = LoopLock<[LoopJobTarget]>([])
-    /// Set once the loop's teardown (`threadDidExit`) has let go of its items: another loop may adopt one only then
+    /// Set once the loop's teardown (`end(finalDrain:)`) has let go of its items: another loop may adopt one only then
     /// (`LoopItem.bind` waits for it), never while this one still changes the item's loop-thread state. Any thread.
     private let letGoOfItems = Atomic<Bool>(false)
 
@@ -56,7 +56,7 @@ public final class Loop: @unchecked Sendable {
     var commonItems: [ObjectIdentifier: any LoopItem] = [:]
     @exclusivity(unchecked) var runningModes: [LoopMode] = []
     var lastSequence: UInt64 = 0
-    /// While the loop tears down (`threadDidExit`), the callouts its items make on leaving a mode (a source's
+    /// While the loop tears down (`end(finalDrain:)`), the callouts its items make on leaving a mode (a source's
     /// `onUnschedule`), run once it has let go of every item; `nil` otherwise (`callOutUnlessTearingDown`).
     var calloutsAfterTeardown: [() -> Void]?
     /// `end(finalDrain:)` has begun.
@@ -393,14 +393,14 @@ public final class Loop: @unchecked Sendable {
     }
 
     /// Runs `callout` (an item's, as it leaves a mode) now, or, while the loop tears down, once it has let go of every
-    /// item (`threadDidExit`). Loop thread.
+    /// item (`end(finalDrain:)`). Loop thread.
     func callOutUnlessTearingDown(_ callout: @escaping () -> Void) {
         if self.calloutsAfterTeardown?.append(callout) == nil {
             callout()
         }
     }
 
-    /// Whether the loop's teardown has let go of its items (`threadDidExit`): another loop may adopt them. Any thread.
+    /// Whether the loop's teardown has let go of its items (`end(finalDrain:)`): another loop may adopt them. Any thread.
     var hasLetGoOfItems: Bool {
         self.letGoOfItems.load(ordering: .acquiring)
     }
@@ -554,8 +554,8 @@ final class ThreadLoopHolder {
     let loop: Loop
     /// The thread's token, kept because the thread's slot for it may already be cleared when this is released.
     private let token: UInt64
-    /// Put back in the thread's slot while the loop ends at the thread's exit, released by glibc's next round of
-    /// thread-local destructors; its own release ends nothing.
+    /// Put in the thread's slot while the loop ends at the thread's exit, and taken out when it has ended; its own
+    /// release ends nothing.
     private let isStandIn: Bool
 
     init(_ loop: Loop, isStandIn: Bool = false) {
@@ -568,8 +568,10 @@ final class ThreadLoopHolder {
         guard !self.loop.isMainLoop, !self.isStandIn else { return }  // `Loop.main` would be created at a thread's exit
         ThreadLocal.restoreToken(self.token)  // so that `isCurrent` holds during the end's user code
         // glibc has cleared the loop's slot too: without a stand-in, `Loop.current` in the end's user code (a job, an
-        // `onUnschedule`) would make the thread a second loop, which no one would run.
+        // `onUnschedule`) would make the thread a second loop, which no one would run. Taken out once the end is done.
         ThreadLocal.setThreadObject(ThreadLoopHolder(self.loop, isStandIn: true))
         self.loop.threadDidExit()
+        // Released now rather than in glibc's next round of destructors, which may be its last: the loop is freed.
+        ThreadLocal.clearThreadObject()
     }
 }

@@ -46,7 +46,7 @@ extension LoopItem {
     ///
     /// Whether the current loop has ended is asked outside the item's lock: it takes the loop's own lock, and the
     /// last reference to an old loop must not be let go (running its deinit) under the item's. An item of a loop
-    /// that has ended but is still tearing down is tied once the teardown has let go of it (`Loop.threadDidExit`).
+    /// that has ended but is still tearing down is tied once the teardown has let go of it (`Loop.end(finalDrain:)`).
     ///
     /// - Returns: Whether this is a new tie (the item had no loop, or its loop is gone or has ended).
     /// - Precondition: The item does not belong to another loop that is still running.

@@ -66,6 +66,13 @@ enum ThreadLocal {
         pthread_setspecific(self.objectKey, Unmanaged.passRetained(object).toOpaque())
     }
 
+    /// Empties the calling thread's slot and releases what it held.
+    static func clearThreadObject() {
+        guard let pointer = pthread_getspecific(self.objectKey) else { return }
+        pthread_setspecific(self.objectKey, nil)
+        Unmanaged<AnyObject>.fromOpaque(pointer).release()
+    }
+
     /// Whether the calling thread is the process's main thread.
     static var isMainThread: Bool { cloopkit_is_main_thread() }
 }
