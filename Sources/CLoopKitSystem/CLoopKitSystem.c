@@ -348,9 +348,17 @@ int64_t cloopkit_scheduler_slice(void) {
 #define CLOOPKIT_MAX_SIGNAL 65
 #define CLOOPKIT_SIGNAL_SLOTS 16
 
+// A slot's count word: the generation of the slot's listener in the high bits, the deliveries it has not taken in the
+// low ones, so that a take checks whose count it is and empties it in one atomic step. A listener's ticket is its slot
+// plus CLOOPKIT_SIGNAL_SLOTS times its generation; the generation moves on when the listener goes, so a late take
+// with an old ticket finds nothing, even once a new listener has the slot.
+#define CLOOPKIT_SIGNAL_COUNT_BITS 40
+#define CLOOPKIT_SIGNAL_COUNT_MASK ((UINT64_C(1) << CLOOPKIT_SIGNAL_COUNT_BITS) - 1)
+#define CLOOPKIT_SIGNAL_GENERATIONS (UINT64_C(1) << 20)  // so that a ticket fits an int
+
 // Per signal, per slot (one per LoopSignalSource): the write end of the source's pipe plus one (0: a free slot), so
-// that the zero-initialized table needs no setup; the deliveries the source has not taken yet. Per signal: the
-// disposition replaced by the first source, given back when the last one goes, and how many slots are taken.
+// that the zero-initialized table needs no setup; the count word. Per signal: the disposition replaced by the first
+// source, given back when the last one goes, and how many slots are taken.
 static _Atomic int cloopkit_signal_fds[CLOOPKIT_MAX_SIGNAL][CLOOPKIT_SIGNAL_SLOTS];
 static _Atomic uint64_t cloopkit_signal_counts[CLOOPKIT_MAX_SIGNAL][CLOOPKIT_SIGNAL_SLOTS];
 static struct sigaction cloopkit_signal_previous[CLOOPKIT_MAX_SIGNAL];
@@ -379,8 +387,23 @@ static void cloopkit_signal_handler(int signo) {
     errno = saved;
 }
 
+/// Whether `signo` is raised by a fault of the instruction that runs (a bad address, an illegal instruction, a trap):
+/// a handler that counts it and returns runs that instruction again, and faults again, for ever.
+static int cloopkit_signal_is_fault(int signo) {
+    return signo == SIGSEGV || signo == SIGBUS || signo == SIGFPE || signo == SIGILL || signo == SIGTRAP
+        || signo == SIGSYS;
+}
+
+/// Waits out the handler calls of `signo` under way: a few instructions and non-blocking writes.
+static void cloopkit_signal_wait_for_writers(int signo) {
+    while (atomic_load(&cloopkit_signal_writers[signo]) != 0) {
+        sched_yield();
+    }
+}
+
 int cloopkit_signal_install(int signo, int write_fd) {
-    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || signo == SIGKILL || signo == SIGSTOP || write_fd < 0) {
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || signo == SIGKILL || signo == SIGSTOP
+        || cloopkit_signal_is_fault(signo) || write_fd < 0) {
         errno = EINVAL;
         return -1;
     }
@@ -394,7 +417,11 @@ int cloopkit_signal_install(int signo, int write_fd) {
         errno = EBUSY;  // every slot of this signal is taken
         return -1;
     }
-    atomic_store(&cloopkit_signal_counts[signo][slot], 0);
+    // A handler call that read the slot's previous descriptor may not have counted yet: its count would be taken as
+    // this listener's.
+    cloopkit_signal_wait_for_writers(signo);
+    uint64_t generation = atomic_load(&cloopkit_signal_counts[signo][slot]) >> CLOOPKIT_SIGNAL_COUNT_BITS;
+    atomic_store(&cloopkit_signal_counts[signo][slot], generation << CLOOPKIT_SIGNAL_COUNT_BITS);
     atomic_store(&cloopkit_signal_fds[signo][slot], write_fd + 1);
     if (cloopkit_signal_users[signo] == 0) {
         struct sigaction action;
@@ -411,43 +438,55 @@ int cloopkit_signal_install(int signo, int write_fd) {
     }
     cloopkit_signal_users[signo] += 1;
     pthread_mutex_unlock(&cloopkit_signal_lock);
+    int ticket = slot + CLOOPKIT_SIGNAL_SLOTS * (int)generation;
     // A blocked signal stays pending for ever when every thread blocks it, as in a child started from one of
     // Dispatch's threads (spawn keeps the parent thread's mask): let at least this thread take it.
     sigset_t unblocked;
     sigemptyset(&unblocked);
     sigaddset(&unblocked, signo);
     pthread_sigmask(SIG_UNBLOCK, &unblocked, NULL);
-    return slot;
+    return ticket;
 }
 
-void cloopkit_signal_uninstall(int signo, int slot) {
-    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || slot < 0 || slot >= CLOOPKIT_SIGNAL_SLOTS) {
+void cloopkit_signal_uninstall(int signo, int ticket) {
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || ticket < 0) {
         return;
     }
+    int slot = ticket % CLOOPKIT_SIGNAL_SLOTS;
+    uint64_t generation = (uint64_t)(ticket / CLOOPKIT_SIGNAL_SLOTS);
     pthread_mutex_lock(&cloopkit_signal_lock);
-    if (atomic_load(&cloopkit_signal_fds[signo][slot]) == 0) {
+    uint64_t word = atomic_load(&cloopkit_signal_counts[signo][slot]);
+    if (atomic_load(&cloopkit_signal_fds[signo][slot]) == 0 || word >> CLOOPKIT_SIGNAL_COUNT_BITS != generation) {
         pthread_mutex_unlock(&cloopkit_signal_lock);
-        return;
+        return;  // not this listener's slot any more
     }
     cloopkit_signal_users[signo] -= 1;
     if (cloopkit_signal_users[signo] == 0) {
         (void)sigaction(signo, &cloopkit_signal_previous[signo], NULL);  // what was there before, e.g. SIG_IGN
     }
     atomic_store(&cloopkit_signal_fds[signo][slot], 0);
+    // The next listener of the slot gets the next generation: this one's ticket takes nothing from it.
+    uint64_t next = (generation + 1) % CLOOPKIT_SIGNAL_GENERATIONS;
+    atomic_store(&cloopkit_signal_counts[signo][slot], next << CLOOPKIT_SIGNAL_COUNT_BITS);
     pthread_mutex_unlock(&cloopkit_signal_lock);
-    // A handler that counted itself in before the store may still write to the old descriptor: wait it out (a few
-    // instructions and non-blocking writes). One that counts itself in after the store reads 0 and writes nothing.
-    // Sequentially consistent atomics order the two sides.
-    while (atomic_load(&cloopkit_signal_writers[signo]) != 0) {
-        sched_yield();
-    }
+    // A handler that counted itself in before the store may still write to the old descriptor: wait it out. One that
+    // counts itself in after the store reads 0 and writes nothing. Sequentially consistent atomics order the two sides.
+    cloopkit_signal_wait_for_writers(signo);
 }
 
-uint64_t cloopkit_signal_take(int signo, int slot) {
-    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || slot < 0 || slot >= CLOOPKIT_SIGNAL_SLOTS) {
+uint64_t cloopkit_signal_take(int signo, int ticket) {
+    if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || ticket < 0) {
         return 0;
     }
-    return atomic_exchange(&cloopkit_signal_counts[signo][slot], 0);
+    _Atomic uint64_t *counts = &cloopkit_signal_counts[signo][ticket % CLOOPKIT_SIGNAL_SLOTS];
+    uint64_t generation = (uint64_t)(ticket / CLOOPKIT_SIGNAL_SLOTS);
+    uint64_t word = atomic_load(counts);
+    do {
+        if (word >> CLOOPKIT_SIGNAL_COUNT_BITS != generation) {
+            return 0;  // the slot has another listener now, or none
+        }
+    } while (!atomic_compare_exchange_weak(counts, &word, generation << CLOOPKIT_SIGNAL_COUNT_BITS));
+    return word & CLOOPKIT_SIGNAL_COUNT_MASK;
 }
 
 int64_t cloopkit_heap_in_use(void) {

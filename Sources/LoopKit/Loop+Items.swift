@@ -323,7 +323,8 @@ extension Loop {
             pending = original
         }
         guard pending == Pending.none.rawValue else { return }  // one is on its way, now of the right kind
-        self.post { loop in
+        self.post { [weak timer] loop in
+            guard let timer else { return }  // freed meanwhile: in no mode, so nothing to re-arm
             // Cleared before the date is read: a later re-arm posts again.
             let kind = timer.pendingRequeue.exchange(Pending.none.rawValue, ordering: .acquiringAndReleasing)
             loop.requeue(timer, keepingPlace: kind == Pending.keepingPlace.rawValue)

@@ -16,8 +16,10 @@
 /// `descriptor` is an epoll set holding the loop's wake-up channel, a timer armed at the mode's next timer, and the
 /// mode's descriptor sources, so `perform`, `signal()`, timers and ready descriptors all make it readable. Between
 /// `prepare()` and `dispatch()` the loop counts as asleep: other threads wake it through the descriptor. On the main
-/// thread's loop, the main queue's source is among the mode's descriptors (in a common mode). Linux only
-/// (`init` throws elsewhere). Loop thread only, except `descriptor`.
+/// thread's loop, the main queue's source is among the mode's descriptors (in a common mode). Once the loop has ended
+/// (`Loop.invalidate()`), `prepare()` returns `nil`, `descriptor` is never readable again, and `dispatch()` returns
+/// `.finished`: the host sleeps on its own sources, never spins. Linux only (`init` throws elsewhere). Loop thread
+/// only, except `descriptor`.
 public final class LoopHostDriver {
     /// The loop driven. Any thread.
     public let loop: Loop
@@ -27,6 +29,8 @@ public final class LoopHostDriver {
     private let deadlineTimer: DeadlineTimer?
     /// What each watched descriptor of the mode is registered for, and for which sources.
     private var registered: [CInt: Registration] = [:]
+    /// The loop has ended and the epoll set is empty for good (`quieten()`).
+    private var isQuiet = false
 
     /// A descriptor's registration: the events its sources watch, and which sources they are, told apart by their
     /// `sequence` numbers (a loop never gives one twice): how many, the newest, and their sum. Another source on the
@@ -89,6 +93,10 @@ public final class LoopHostDriver {
     @available(*, noasync)
     public func prepare() -> Duration? {
         self.loop.preconditionIsCurrent("LoopHostDriver.prepare()")
+        guard !self.loop.hasEnded else {
+            self.quieten()
+            return nil  // no work, now or ever: only the host's own sources end its sleep
+        }
         self.loop.applyControlMessages()
         let items = self.loop.modeItems(for: self.mode)
         guard self.syncRegistrations(with: items) else {
@@ -121,6 +129,10 @@ public final class LoopHostDriver {
     public func dispatch() -> RunResult {
         self.loop.preconditionIsCurrent("LoopHostDriver.dispatch()")
         self.loop.endHostWait()
+        guard !self.loop.hasEnded else {
+            self.quieten()
+            return .finished  // its items are gone (`Loop.invalidate()`, or its thread's end)
+        }
         let result = self.loop.run(mode: self.mode, before: self.loop.now)
         if result == .finished && self.loop.isEmpty(self.mode) {
             // The run made no pass, so no look read a wake-up that ended the host's sleep (a `wakeUp()`, work for
@@ -128,6 +140,23 @@ public final class LoopHostDriver {
             self.loop.absorbWakeUp(in: self.mode)
         }
         return result
+    }
+
+    /// Takes every descriptor out of the epoll set, once the loop has ended: no work can reach it any more, and a
+    /// wake-up left in its channel, a fired timer or a ready descriptor would keep `descriptor` readable, and the host
+    /// spinning, for ever.
+    private func quieten() {
+        guard !self.isQuiet else { return }
+        self.isQuiet = true
+        _ = self.epoll.remove(self.loop.waiter.wakeUpDescriptor)
+        if let deadlineTimer {
+            _ = deadlineTimer.set(nil)
+            _ = self.epoll.remove(deadlineTimer.descriptor)
+        }
+        for descriptor in self.registered.keys {
+            _ = self.epoll.remove(descriptor)
+        }
+        self.registered = [:]
     }
 
     /// Registers the mode's descriptor sources in the epoll set, and unregisters those that left.

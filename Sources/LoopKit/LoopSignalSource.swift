@@ -23,7 +23,8 @@ public final class LoopSignalSource: @unchecked Sendable {
     public let signal: CInt
 
     private let pipe: WakeupPipe
-    private let slot: CInt
+    /// The handler's listener ticket (`ProcessSignals`); -1 when never installed.
+    private let ticket: CInt
     private let isInstalled: LoopLock<Bool>
     /// The descriptor source on the pipe, held weakly: the loop holds it (and, through its handler and `live`, this
     /// source) while it is in a mode, so nothing holds this source once the loop lets go of it.
@@ -37,12 +38,14 @@ public final class LoopSignalSource: @unchecked Sendable {
     /// disposition it had: an ended loop never swallows a signal.
     ///
     /// - Parameters:
-    ///   - signal: A catchable signal, e.g. `SIGINT` (not `SIGKILL` or `SIGSTOP`).
+    ///   - signal: A catchable signal, e.g. `SIGINT`: not `SIGKILL` or `SIGSTOP`, and not one that a fault raises
+    ///     (`SIGSEGV`, `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGTRAP`, `SIGSYS`), whose handler would return into the faulting
+    ///     instruction for ever.
     ///   - loop: The loop whose thread runs `handler`.
     ///   - modes: Where the handler may run; `.common` by default, so that a drag does not hold off a Ctrl-C.
     ///   - handler: Runs on the loop's thread with the number of deliveries since its last call (at least 1).
     /// - Throws: `SystemCallError` when the pipe cannot be created, or `sigaction` refuses the signal (`EINVAL`: it
-    ///   cannot be caught; `EBUSY`: 16 sources already watch it).
+    ///   cannot be caught, or a fault raises it; `EBUSY`: 16 sources already watch it).
     /// - Precondition: `modes` is not empty.
     public init(
         signal: CInt,
@@ -55,23 +58,23 @@ public final class LoopSignalSource: @unchecked Sendable {
         // Not even installed for a loop that has ended: a signal that came between the install and the uninstall
         // would be swallowed.
         let isLoopEnded = loop.hasEnded
-        let slot: CInt
+        let ticket: CInt
         if isLoopEnded {
-            slot = -1
+            ticket = -1
         } else {
-            slot = try ProcessSignals.install(signal, notifying: pipe)
+            ticket = try ProcessSignals.install(signal, notifying: pipe)
         }
         let live = LoopLock<LoopSignalSource?>(nil)
         self.signal = signal
         self.pipe = pipe
-        self.slot = slot
+        self.ticket = ticket
         self.isInstalled = LoopLock(!isLoopEnded)
         self.live = live
         let watch = HandlerWatch(live)
         let deliver: @Sendable () -> Void = {
             guard watch.live.withLock({ $0 }) != nil else { return }
             pipe.drain()
-            let count = ProcessSignals.takeCount(signal, slot: slot)
+            let count = ProcessSignals.takeCount(signal, ticket: ticket)
             if count > 0 {
                 handler(count)
             }
@@ -129,7 +132,7 @@ public final class LoopSignalSource: @unchecked Sendable {
             return installed
         }
         if wasInstalled {
-            ProcessSignals.uninstall(self.signal, slot: self.slot)
+            ProcessSignals.uninstall(self.signal, ticket: self.ticket)
         }
         self.source?.invalidate()
         // Released after the lock, never inside it: the last reference may be this one.

@@ -19,6 +19,24 @@ struct HostDriverTests {
         driver.dispatch()
     }
 
+    @Test func aDriverOfALoopThatHasEndedGoesQuietInsteadOfMakingTheHostSpin() throws {
+        let loop = try Loop()
+        let driver = try LoopHostDriver(loop: loop)
+        let pipe = try TestPipe()
+        loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+        #expect(driver.prepare() != .zero)  // registered, the timer armed, the wait announced
+        loop.wakeUp()  // a wake-up byte in the channel
+        pipe.write()  // a ready descriptor
+        loop.invalidate()
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        for _ in 0..<3 {
+            #expect(driver.prepare() == nil)
+            #expect(poll(&watched, 1, 20) == 0, "the timer's date passes too, and nothing makes it readable")
+            #expect(driver.dispatch() == .finished)
+        }
+    }
+
     @Test func timersDescriptorsAndWorkFromOtherThreadsAllArriveThroughTheOneDescriptor() throws {
         let loop = try Loop()
         defer { loop.invalidate() }

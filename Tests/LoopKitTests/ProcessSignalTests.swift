@@ -101,6 +101,49 @@ struct ProcessSignalTests {
         source.invalidate()
     }
 
+    @Test func aSignalThatAFaultRaisesIsAThrownErrorAndKeepsItsDisposition() throws {
+        // Its handler would return into the faulting instruction, which would fault again, for ever: a crash would hang.
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        for number in [SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS] {
+            var before = sigaction()
+            sigaction(number, nil, &before)
+            #expect(throws: SystemCallError(call: "sigaction", code: EINVAL), "signal \(number)") {
+                _ = try LoopSignalSource(signal: number, loop: loop) { _ in }
+            }
+            var after = sigaction()
+            sigaction(number, nil, &after)
+            let handler = { (action: sigaction) in unsafeBitCast(action.__sigaction_handler.sa_handler, to: Int.self) }
+            #expect(handler(after) == handler(before))
+        }
+    }
+
+    @Test func aRemovedListenersTicketTakesNothingFromTheNextListenerOfItsSlot() throws {
+        // A source's handler may take its count just after another thread invalidated it, while a new source of the
+        // same signal has its slot: the deliveries counted for the new one stay the new one's.
+        let first = try WakeupPipe()
+        let second = try WakeupPipe()
+        let old = try ProcessSignals.install(SIGUSR1, notifying: first)
+        ProcessSignals.uninstall(SIGUSR1, ticket: old)
+        let new = try ProcessSignals.install(SIGUSR1, notifying: second)
+        defer { ProcessSignals.uninstall(SIGUSR1, ticket: new) }
+        #expect(new != old)
+        #expect(new % 16 == old % 16, "the same slot, a later listener")
+        // The handler counts, then writes its byte; it may run on another thread after `kill` returns.
+        func raiseAndWaitForTheByte() {
+            ProcessSignals.raiseInProcess(SIGUSR1)
+            var watch = pollfd(fd: second.readEnd, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&watch, 1, 10_000) == 1)
+            second.drain()
+        }
+        raiseAndWaitForTheByte()
+        #expect(ProcessSignals.takeCount(SIGUSR1, ticket: old) == 0)
+        #expect(ProcessSignals.takeCount(SIGUSR1, ticket: new) == 1)
+        ProcessSignals.uninstall(SIGUSR1, ticket: old)  // a second removal does nothing to the new listener
+        raiseAndWaitForTheByte()
+        #expect(ProcessSignals.takeCount(SIGUSR1, ticket: new) == 1)
+    }
+
     @Test func aSourceWhoseLoopEndsIsInvalidatedAndGivesItsSignalBack() throws {
         let thread = try LoopThread(name: "signals")
         weak var weakSource: LoopSignalSource?

@@ -97,17 +97,19 @@ int cloopkit_thread_name(char *buffer, unsigned long size);
 
 /// Adds a listener for `signo`: each delivery is counted for it and writes a byte to `write_fd`. The first listener
 /// of a signal installs the handler (sigaction(2) with `SA_RESTART`); each unblocks the signal in the calling
-/// thread's mask. Returns the listener's slot (0 or more), or -1
-/// with errno set (`EINVAL` for a signal that cannot be caught or is out of range, `EBUSY` when the signal already
-/// has 16 listeners).
+/// thread's mask. Returns the listener's ticket (0 or more: its slot and that slot's generation), or -1 with errno set
+/// (`EINVAL` for a signal that cannot be caught, a fault signal such as SIGSEGV, whose handler would return into the
+/// faulting instruction for ever, or one out of range; `EBUSY` when the signal already has 16 listeners).
 int cloopkit_signal_install(int signo, int write_fd);
 
-/// Removes the listener in `slot`; the last listener of `signo` gives it back the disposition it had before the
-/// first. Returns once no handler call can still write to the listener's descriptor, so the caller may close it.
-void cloopkit_signal_uninstall(int signo, int slot);
+/// Removes the listener with `ticket` (once; a later call does nothing); the last listener of `signo` gives it back
+/// the disposition it had before the first. Returns once no handler call can still write to the listener's
+/// descriptor, so the caller may close it.
+void cloopkit_signal_uninstall(int signo, int ticket);
 
-/// The deliveries of `signo` counted for the listener in `slot` since the last call.
-uint64_t cloopkit_signal_take(int signo, int slot);
+/// The deliveries of `signo` counted for the listener with `ticket` since the last call; 0 once it is removed, even
+/// when a new listener has its slot.
+uint64_t cloopkit_signal_take(int signo, int ticket);
 
 /// Lowers the calling thread's timer slack to `nanoseconds` (prctl(PR_SET_TIMERSLACK)); 0 where unsupported.
 int cloopkit_set_timer_slack(unsigned long nanoseconds);
