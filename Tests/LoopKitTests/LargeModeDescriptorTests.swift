@@ -191,6 +191,36 @@ struct LargeModeDescriptorTests {
         #expect(loop.counters.since(before).blockingWaits <= 4)
     }
 
+    @Test func aStaleRegistrationReportingWhatTheNewSourceDoesNotWatchDoesNotMakeTheLoopSpin() throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        func socketPair() throws -> [CInt] {
+            var ends: [CInt] = [0, 0]
+            try #require(socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue), 0, &ends) == 0)
+            return ends
+        }
+        let oldFile = try socketPair()  // writable from the start
+        defer { oldFile.forEach { closeDescriptorForTest($0) } }
+        let number = try highDuplicate(of: oldFile[0], atLeast: 3950)  // oldFile[0] keeps the file open
+        let old = LoopDescriptorSource(descriptor: number, events: [.readable, .writable]) { _, _ in }
+        loop.add(old, forMode: .default)
+        loop.add(LoopTimer(fireAt: loop.now + .seconds(3_600)) { _ in }, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now, returnAfterSourceHandled: true) == .handledSource)
+        // Closed before it is cancelled, the wrong order: epoll keeps (old file, number), which stays writable.
+        closeDescriptorForTest(number)
+        old.invalidate()
+        let newFile = try socketPair()  // writable too, and watched only for reading
+        defer { newFile.forEach { closeDescriptorForTest($0) } }
+        try #require(dup2(newFile[0], number) == number)
+        defer { closeDescriptorForTest(number) }
+        let reports = self.addReporter(to: loop, descriptor: number, events: .readable)
+        let before = loop.counters
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(100)) == .timedOut)
+        #expect(reports.elements.isEmpty)
+        // Not a spin: the stale report twice, then a fresh epoll set and a sleep until the deadline.
+        #expect(loop.counters.since(before).blockingWaits <= 4)
+    }
+
     @Test func aLargeModesWaitsPollAFewDescriptorsOnceTheRunsFirstWaitHasLookedAtAll() throws {
         let clock = SteppingClock()
         let poller = FakePoller(clock: clock)

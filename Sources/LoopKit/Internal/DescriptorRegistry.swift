@@ -220,6 +220,18 @@ final class DescriptorRegistry {
         return !self.hasFailed
     }
 
+    /// What epoll reports whatever a registration watches.
+    private static let alwaysReported: DescriptorEvents = [.error, .hangUp, .invalid]
+
+    /// Notes a report that the descriptor's current file does not bear out: the second in a row, or one for a number
+    /// no source has, makes the next sleep rebuild the epoll set, which drops registrations of old files.
+    private func noteUnconfirmed(_ descriptor: CInt) {
+        if self.previouslyUnconfirmed.contains(descriptor) || self.registrations[descriptor] == nil {
+            self.needsRebuild = true
+        }
+        self.unconfirmedNumbers.append(descriptor)
+    }
+
     /// Appends the sources that epoll reports ready, with what poll confirms for them, to `ready`, in
     /// `(order, sequence)` order; each source once.
     ///
@@ -230,7 +242,8 @@ final class DescriptorRegistry {
     ///   number, beside the new file's;
     /// - a report that poll does not confirm twice in a row. Once may be a lost race (another thread or process read
     ///   the descriptor between epoll's report and the poll), which is not worth an O(n) rebuild; a stale
-    ///   registration that stays ready is reported again at once.
+    ///   registration that stays ready is reported again at once. A confirmed report of nothing the number's
+    ///   sources watch counts as one that poll does not confirm.
     ///
     /// - Parameters:
     ///   - timeoutMilliseconds: How long epoll may wait for a report (0: a look; negative: until one comes).
@@ -254,15 +267,20 @@ final class DescriptorRegistry {
                 self.needsRebuild = true
                 return
             }
+            // The confirming poll asks the number for what epoll reported. A report of nothing the number's sources
+            // watch comes from a registration left for an old file under the number (closed before its source was
+            // cancelled, alive in a duplicate), confirmed by the new file's state: stale too, or the loop would wake
+            // for it on every wait and call no one.
+            guard !events.isDisjoint(with: registration.events.union(Self.alwaysReported)) else {
+                self.noteUnconfirmed(descriptor)
+                return
+            }
             self.reportedNumbers.append(descriptor)
             for source in registration.sources {
                 ready.append((source, events))
             }
         }, stale: { descriptor in
-            if self.previouslyUnconfirmed.contains(descriptor) || self.registrations[descriptor] == nil {
-                self.needsRebuild = true
-            }
-            self.unconfirmedNumbers.append(descriptor)
+            self.noteUnconfirmed(descriptor)
         })
         guard result == .collected else { return result }
         swap(&self.previouslyUnconfirmed, &self.unconfirmedNumbers)

@@ -578,7 +578,10 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             self.hasSourcesWithNewEvents.store(false, ordering: .releasing)
         }
         for source in changed {
-            source.isListedWithNewEvents.store(false, ordering: .releasing)  // before its events are read below
+            // Before its events are read below, and a read-modify-write: a setter's exchange of the flag that still
+            // finds it set (and lists nothing) then comes before this one, so its new events are seen. A plain store
+            // could wait in the store buffer past the read, and the change would be lost.
+            _ = source.isListedWithNewEvents.exchange(false, ordering: .acquiringAndReleasing)
             for registry in self.registries.values {
                 registry.refresh(source)
             }
