@@ -6,7 +6,8 @@
 /// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much.
 /// Its cost is a clock read and a lock per observer call.
 ///
-/// Every member is safe from any thread. Hang handlers run on the loop's thread, at the end of the busy stretch.
+/// Every member is safe from any thread. Hang handlers run on the loop's thread, at the end of the busy stretch; the
+/// time they take, a run of the loop nested in one included, counts in no busy stretch.
 public final class HitchMonitor: Sendable {
     private struct State {
         var report = HitchReport()
@@ -70,8 +71,13 @@ public final class HitchMonitor: Sendable {
     }
 
     /// Calls `handler` on the loop's thread for each hang, when it ends. Any thread.
+    ///
+    /// After `invalidate()` this does nothing: no hang is measured any more, and `handler` is let go of at once.
     public func onHang(_ handler: @escaping @Sendable (HangEvent) -> Void) {
-        self.state.withLock { $0.hangHandlers.append(handler) }
+        self.state.withLock { state in
+            guard state.isWatching else { return }
+            state.hangHandlers.append(handler)
+        }
     }
 
     /// Forgets what was measured (frames in flight included). Any thread.
@@ -138,11 +144,15 @@ public final class HitchMonitor: Sendable {
             state.busySince = isNested ? now : nil
             return (hang, hang == nil ? [] : state.hangHandlers)
         }
-        if let hang {
-            for handler in handlers {
-                handler(hang)
-            }
+        guard let hang else { return }
+        for handler in handlers {
+            handler(hang)
         }
+        // A handler that ran the loop nested saw that run's own busy stretches begin and end; what follows this
+        // observer is what followed it before the handlers ran: a sleep or the run's exit (nothing busy), or the rest
+        // of the outer callback (busy from now).
+        let resumed = self.loop.now
+        self.state.withLock { $0.busySince = isNested ? resumed : nil }
     }
 
     /// A display link attached to this monitor is about to run `frame`'s callback. Loop thread.

@@ -6,6 +6,11 @@
 /// an item's initializer (`on:`): the closure may then capture non-`Sendable` state, and each call checks at run time
 /// that it happens on that loop's thread (a trap naming the call otherwise, in every build) — an item made this way
 /// and added to another loop traps at its first callout instead of racing.
+///
+/// Such a closure is let go of on the loop's thread too, so that what it captures is freed where it lived. An item's
+/// `invalidate()` (or its last release) on another thread therefore does not free the closure before it returns, as it
+/// does for a `@Sendable` one: it hands the closure to the loop, which lets go of it at its next pass; if the loop has
+/// ended, it is let go of at once, where the call is made.
 extension Loop {
     /// A view of the loop for code on its thread: it takes closures that are not `@Sendable`, since they never leave
     /// the thread (SwiftNIO's `assumeIsolated()`). Not `Sendable`: it cannot be handed to another thread.

@@ -19,16 +19,53 @@ extension Loop {
         }
     }
 
-    /// Runs `body`, a callout into user code, bracketed by tracer events when a tracer is attached. Loop thread.
+    /// Runs `body`, a callout into user code, bracketed by the events of each attached tracer. Loop thread.
     ///
-    /// Without a tracer this is one load of a flag and a branch: the weak reference is loaded only when one was set.
+    /// Without a tracer this is one load of a flag and a branch: the weak references are loaded only when one was set.
     @inline(__always)
     func callOut<Result>(_ callout: Callout, _ body: () -> Result) -> Result {
-        guard self.mayHaveTracer, let tracer = self.tracer else {
+        guard self.mayHaveTracer else {
             return body()
         }
-        tracer.calloutBegan(callout)
-        defer { tracer.calloutEnded(callout) }
+        return self.callOutTraced(callout, body)
+    }
+
+    @inline(never)
+    private func callOutTraced<Result>(_ callout: Callout, _ body: () -> Result) -> Result {
+        // The tracers of this callout's begin are the ones told of its end, whatever `body` attaches or detaches.
+        let tracers = self.tracers.compactMap(\.tracer)
+        for tracer in tracers {
+            tracer.calloutBegan(callout)
+        }
+        defer {
+            for tracer in tracers.reversed() {
+                tracer.calloutEnded(callout)
+            }
+        }
         return body()
+    }
+
+    /// Adds `tracer` to the tracers told of each callout, after those attached before it. Loop thread.
+    func attach(_ tracer: LoopTracer) {
+        self.tracers.removeAll { $0.tracer == nil }
+        self.tracers.append(AttachedTracer(tracer: tracer))
+    }
+
+    /// Takes the tracer `identity` names (and any tracer already freed) out of the tracers told of callouts; the
+    /// others keep recording. Loop thread.
+    func detachTracer(_ identity: ObjectIdentifier) {
+        self.tracers.removeAll { $0.identity == identity || $0.tracer == nil }
+    }
+}
+
+/// A tracer attached to a loop, held weakly, with an identity that outlives it so that it can be detached after it
+/// was freed.
+struct AttachedTracer {
+    weak var tracer: LoopTracer?
+    let identity: ObjectIdentifier
+
+    init(tracer: LoopTracer) {
+        self.tracer = tracer
+        self.identity = ObjectIdentifier(tracer)
     }
 }

@@ -73,12 +73,13 @@ public final class Loop: @unchecked Sendable {
     @exclusivity(unchecked) var spareSignalled: [LoopSource] = []
     /// The buffer a pass sorts its runnable signalled sources in, kept so that running one allocates nothing.
     @exclusivity(unchecked) var spareRunnableSources: [(index: Int, source: LoopSource)] = []
-    /// The tracer recording callouts, if one is attached (weak: the tracer owns the recording, not the loop).
-    weak var tracer: LoopTracer? {
-        didSet { self.mayHaveTracer = self.tracer != nil }
+    /// The tracers recording callouts, in the order they were attached (weak: a tracer owns its recording, not the
+    /// loop). Loop thread.
+    var tracers: [AttachedTracer] = [] {
+        didSet { self.mayHaveTracer = !self.tracers.isEmpty }
     }
-    /// Whether `tracer` was set when last assigned: a callout without a tracer reads this flag instead of loading the
-    /// weak reference, which is a call into the runtime. Loop thread.
+    /// Whether `tracers` was not empty when last assigned: a callout without a tracer reads this flag instead of the
+    /// list, whose weak references are calls into the runtime. Loop thread.
     @exclusivity(unchecked) var mayHaveTracer = false
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
     @exclusivity(unchecked) var dueTimersScratch: [TimerEntry] = []
@@ -295,7 +296,7 @@ public final class Loop: @unchecked Sendable {
         self.isEnding = true
         self.shutDown()
         let (dropped, lastRound) = self.runFinalDrain(finalDrain)
-        self.tracer = nil
+        self.tracers = []
         self.calloutsAfterTeardown = []
         // Only this loop's items: no other loop can have adopted one yet (`bind` waits for `letGoOfItems`, and refuses
         // before the end), but an item's tie is the one authority on where it belongs.

@@ -5,8 +5,9 @@
 /// A run nested in a callout nests inside that callout's slice. Times are the loop clock's, in microseconds from the
 /// tracer's creation. Observers of LoopKit's own instruments (tracers, hitch monitors) are not recorded.
 ///
-/// A loop without a tracer pays one nil check per callout. Recording appends to memory until `invalidate()`;
-/// `json()` and `write(toFile:)` may be called at any time, from any thread.
+/// A loop without a tracer pays one flag check per callout. Several tracers may record one loop at once, each on its
+/// own. Recording appends to memory until `invalidate()`; `json()` and `write(toFile:)` may be called at any time,
+/// from any thread.
 public final class LoopTracer: Sendable {
     struct Event: Sendable {
         let name: String
@@ -65,7 +66,9 @@ public final class LoopTracer: Sendable {
             loop.add(last, forMode: mode)
         }
         loop.onLoopThread { [weak self] loop in
-            loop.tracer = self
+            // A tracer freed or invalidated before this ran never records callouts.
+            guard let self, self.state.withLock({ $0.isRecording }) else { return }
+            loop.attach(self)
         }
     }
 
@@ -81,9 +84,7 @@ public final class LoopTracer: Sendable {
         }
         let identity = ObjectIdentifier(self)
         self.loop.onLoopThread { loop in
-            if let tracer = loop.tracer, ObjectIdentifier(tracer) == identity {
-                loop.tracer = nil
-            }
+            loop.detachTracer(identity)
         }
     }
 

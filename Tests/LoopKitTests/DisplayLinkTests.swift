@@ -516,6 +516,45 @@ struct DisplayLinkRealClockTests {
         #expect(weakMonitor == nil)
     }
 
+    /// `onHang` after `invalidate()` keeps nothing: the handler could never run, so its captures go at once.
+    @Test func aHangHandlerAddedAfterInvalidateIsLetGoOfAtOnce() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        monitor.invalidate()
+        final class Captured: Sendable {}
+        weak var weakCaptured: Captured?
+        do {
+            let captured = Captured()
+            weakCaptured = captured
+            monitor.onHang { _ in _ = captured }
+        }
+        #expect(weakCaptured == nil)
+    }
+
+    /// A hang handler that runs the loop nested (to show an alert, say) does not make the sleep after it count as
+    /// busy: the stretch after the next wake-up starts at the wake-up.
+    @Test func aHangHandlerThatRunsTheLoopNestedDoesNotMakeTheNextSleepAHang() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop, hangThreshold: .milliseconds(250))
+        let hangs = Recorder<HangEvent>()
+        monitor.onHang { hang in
+            hangs.append(hang)
+            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .tracking)
+            loop.run(mode: .tracking, before: loop.now + .milliseconds(5))
+        }
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            clock.advance(by: .milliseconds(300))  // the one hang
+        }, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(2)) { _ in }, forMode: .default)  // after a long sleep
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(hangs.count == 1)
+        #expect(monitor.report.hangs == 1)
+        #expect(monitor.report.longestBusyPass == .milliseconds(300))
+    }
+
     /// A monitor created inside a callback starts in the middle of a run: leaving a run nested in a later callback
     /// returns to that callback, still busy, and the busy stretch that follows counts (here, as a hang).
     @Test func aMonitorMadeInsideARunCountsTheBusyTimeAfterANestedRun() throws {

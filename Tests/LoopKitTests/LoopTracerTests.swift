@@ -91,7 +91,46 @@ struct LoopTracerTests {
         let count = tracer.eventCount
         loop.run(mode: .default, before: clock.now + .milliseconds(3))
         #expect(tracer.eventCount == count)
-        #expect(loop.tracer == nil)
+        #expect(loop.tracers.isEmpty)
+    }
+
+    private func calloutSlices(_ tracer: LoopTracer) throws -> [String] {
+        try self.events(tracer).filter { $0["ph"] as? String == "B" && $0["cat"] as? String == "callout" }
+            .compactMap { $0["name"] as? String }
+    }
+
+    /// Two tracers on one loop each record every callout; invalidating one leaves the other recording.
+    @Test func aSecondTracerOnALoopLeavesTheFirstRecording() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let first = LoopTracer(loop: loop)
+        let second = LoopTracer(loop: loop)
+        loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(try self.calloutSlices(first) == ["timer"])
+        #expect(try self.calloutSlices(second) == ["timer"])
+
+        second.invalidate()
+        loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(try self.calloutSlices(first) == ["timer", "timer"])
+        #expect(try self.calloutSlices(second) == ["timer"])
+        #expect(loop.tracers.count == 1)
+    }
+
+    /// A tracer made on another thread and dropped before the loop set it up is never attached, and does not detach
+    /// the tracer already recording.
+    @Test func aTracerDroppedBeforeItsSetUpLeavesTheAttachedOneRecording() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let first = LoopTracer(loop: loop)
+        onAnotherThread { _ = LoopTracer(loop: loop) }
+        loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(try self.calloutSlices(first) == ["timer"])
+        #expect(loop.tracers.count == 1)
     }
 
     @Test func theTraceIsWrittenToAFile() throws {

@@ -6,6 +6,10 @@
 /// observer's or timer's context in its invalidate the same way. The loop takes a reference of its own for each call:
 /// a callback that is running when another thread invalidates its item finishes with what it captured.
 ///
+/// The one exception is a callback made on the isolated view (`on:`), wrapped in a `LoopConfinedCallback`: letting
+/// go of the wrapper on another thread hands the callback to the loop, which lets go of it at its next pass, so its
+/// captures, which may not be `Sendable`, are freed on the loop's thread.
+///
 /// `Callbacks` is a struct of the item's closures, never a bare function type: a function stored in a generic is kept
 /// in its most general form, and each read converts it back through a thunk whose context is allocated (one `malloc`
 /// per callout on the loop's thread).
