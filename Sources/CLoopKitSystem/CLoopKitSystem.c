@@ -42,7 +42,8 @@ int cloopkit_poll_ns(struct pollfd *fds, unsigned long count, int64_t timeout_ns
     if (timeout_ns < 0) {
         timeout_ms = -1;
     } else {
-        int64_t ms = (timeout_ns + 999999LL) / 1000000LL;
+        // Rounded up, without overflowing near INT64_MAX.
+        int64_t ms = timeout_ns / 1000000LL + (timeout_ns % 1000000LL != 0);
         timeout_ms = ms > INT32_MAX ? INT32_MAX : (int)ms;
     }
     return poll(fds, (nfds_t)count, timeout_ms);
@@ -394,10 +395,19 @@ static int cloopkit_signal_is_fault(int signo) {
         || signo == SIGSYS;
 }
 
-/// Waits out the handler calls of `signo` under way: a few instructions and non-blocking writes.
+/// Waits out the handler calls of `signo` under way: a few instructions and non-blocking writes. After a few yields
+/// it sleeps between looks: a handler preempted on this processor by a real-time caller (SCHED_FIFO) gets to run only
+/// when the caller sleeps, since `sched_yield` gives way to real-time threads alone.
 static void cloopkit_signal_wait_for_writers(int signo) {
+    int yields = 0;
     while (atomic_load(&cloopkit_signal_writers[signo]) != 0) {
-        sched_yield();
+        if (yields < 64) {
+            yields++;
+            sched_yield();
+        } else {
+            struct timespec pause = {.tv_sec = 0, .tv_nsec = 50000};
+            nanosleep(&pause, NULL);
+        }
     }
 }
 

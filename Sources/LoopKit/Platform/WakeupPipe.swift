@@ -30,16 +30,30 @@ final class WakeupPipe: Sendable {  // checked Sendable: every stored property i
         closeDescriptor(self.writeEnd)
     }
 
-    /// Makes the read end readable (write(2) of one byte). A full pipe already wakes the loop.
+    /// Makes the read end readable (write(2) of one byte). A full pipe already wakes the loop. The producer's
+    /// thread.
+    ///
+    /// A kernel short of memory for the pipe's page (ENOMEM, a memory cgroup at its limit) is given a millisecond at a
+    /// time, for up to `Self.notifyRetries` tries: the wake-up must not be dropped (the loop counts it as on its way),
+    /// nor the producer killed by a passing shortage.
     func notify() {
         var byte: UInt8 = 1
-        do {
-            _ = try nonBlockingCall("write") { write(self.writeEnd, &byte, 1) }
-        } catch {
-            // Only ENOSPC-like conditions remain, and a pipe with bytes in it already wakes the reader.
-            trap("write (waking the loop)", error)
+        var tries = 0
+        while true {
+            do {
+                _ = try nonBlockingCall("write") { write(self.writeEnd, &byte, 1) }
+                return
+            } catch where error.code == ENOMEM && tries < Self.notifyRetries {
+                tries += 1
+                SystemPoller.pauseAfterFailedWait(upTo: -1)
+            } catch {
+                trap("write (waking the loop)", error)
+            }
         }
     }
+
+    /// How many times `notify()` tries again after ENOMEM, a millisecond apart, before it traps.
+    static let notifyRetries = 1_000
 
     /// Sleeps until the pipe is notified or `nanoseconds` pass, without draining it, so that the wait that follows
     /// still sees the wake-up: ppoll(2) for `.nanosecondTimeout`, poll(2) for `.millisecondTimeout` (rounded up to a
