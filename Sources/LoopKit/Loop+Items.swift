@@ -146,7 +146,9 @@ extension Loop {
         loopPrecondition(mode != .common, "Loop.addCommonMode(_:): `common` cannot be a member of itself")
         self.onLoopThread { loop in
             guard loop.commonModeSet.insert(mode).inserted else { return }
-            for item in loop.commonItems.values.sorted(by: { $0.sequence < $1.sequence }) {
+            // A callback of an earlier item (`onSchedule`) may take a later one out of `.common`: asked each time.
+            for item in loop.commonItems.values.sorted(by: { $0.sequence < $1.sequence })
+            where loop.commonItems[ObjectIdentifier(item)] != nil {
                 loop.attach(item, toRealMode: mode)
             }
         }
@@ -233,10 +235,13 @@ extension Loop {
             self.attach(item, toRealMode: mode)
             return
         }
-        if self.commonItems.updateValue(item, forKey: ObjectIdentifier(item)) == nil {
+        let identity = ObjectIdentifier(item)
+        if self.commonItems.updateValue(item, forKey: identity) == nil {
             item.commonMembershipDidChange(isCommon: true, loop: self)
         }
-        for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) {
+        // The item's own `onSchedule` for one mode may take it out of `.common` again: the rest of the fan-out is
+        // then that removal's to undo, not this add's to finish.
+        for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) where self.commonItems[identity] != nil {
             self.attach(item, toRealMode: commonMode)
         }
     }
@@ -252,9 +257,11 @@ extension Loop {
             return
         }
         // As CF: an item added to the real modes one by one is not in `common`, and stays in them.
-        guard self.commonItems.removeValue(forKey: ObjectIdentifier(item)) != nil else { return }
+        let identity = ObjectIdentifier(item)
+        guard self.commonItems.removeValue(forKey: identity) != nil else { return }
         item.commonMembershipDidChange(isCommon: false, loop: self)
-        for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) {
+        // An `onUnschedule` that adds the item to `.common` again has put it back in every common mode.
+        for commonMode in self.commonModeSet.sorted(by: { $0.name < $1.name }) where self.commonItems[identity] == nil {
             self.detach(item, fromRealMode: commonMode)
         }
     }
@@ -346,18 +353,10 @@ extension Loop {
         }
     }
 
-    /// Ties `item` to this loop. An item whose previous loop is gone starts afresh: the modes it remembers, its
-    /// `sequence` and the rest of what the old loop kept in it were that loop's (this one numbers its items itself, and
-    /// `(order, sequence)` must not repeat in a mode; see `LoopItem.forgetPreviousLoop()`). Any thread.
+    /// Ties `item` to this loop; an item whose previous loop is gone or has ended starts afresh
+    /// (`LoopItem.bind(to:kind:call:)`). Any thread.
     func bind<Item: LoopItem & Sendable>(_ item: Item, kind: String, call: StaticString) {
-        guard item.bind(to: self, kind: kind, call: call) else { return }
-        self.onLoopThread { _ in
-            if !item.modes.isEmpty {
-                item.modes = []  // left over from a loop that no longer exists
-            }
-            item.sequence = 0
-            item.forgetPreviousLoop()
-        }
+        _ = item.bind(to: self, kind: kind, call: call)
     }
 
     /// Forgets a pending signal of an invalidated source, so that no list keeps it alive. Any thread.

@@ -64,15 +64,27 @@ extension Loop {
     @inline(never)
     private func drainBlocks(in mode: LoopMode) -> Bool {
         self.takeQueuedBlocks()
+        // Item changes queued before these blocks take effect first, as in CF, where an add or a remove is done when
+        // it returns: a block queued after an `add` from another thread finds the item in its mode.
+        self.applyControlMessages()
         guard let limit = self.blockQueue.lastSequence else { return false }
         // The common set as this drain began (as CF copies it), copied only when a block may name `.common`.
         let commonModes = self.blockQueue.mayHoldCommonBlocks ? self.commonModeSet : nil
+        // Jobs wait while a job is on the stack (it ran the loop nested): its executor is serial, so another of its
+        // jobs must not start before it returns, as the main queue's blocks do not under CF.
+        let admittingJobs = self.runningJobs == 0
         var position = 0
         var ranAny = false
         self.blockQueue.beginDrain()
         while let block = self.blockQueue.takeNext(upTo: limit, admittedIn: mode, commonModes: commonModes,
-                                                   from: &position) {
-            self.callOut(.block) { block.body() }
+                                                   admittingJobs: admittingJobs, from: &position) {
+            if block.isJob {
+                self.runningJobs += 1
+                self.callOut(.block) { block.body() }
+                self.runningJobs -= 1
+            } else {
+                self.callOut(.block) { block.body() }
+            }
             ranAny = true
         }
         self.blockQueue.endDrain(capacityLimit: Loop.spareBlocksCapacityLimit)
@@ -120,7 +132,8 @@ extension Loop {
             return false  // without a copy of the common modes or a look at the queue
         }
         let commonModes = self.commonModeSet
-        return self.blockQueue.hasBlock(admittedIn: mode, commonModes: commonModes)
+        return self.blockQueue.hasBlock(admittedIn: mode, commonModes: commonModes,
+                                        admittingJobs: self.runningJobs == 0)
             || (self.state.pending.contains(.blocks)
                 && self.state.withLock { $0.hasBlock(admittedIn: mode, commonModes: commonModes) })
     }

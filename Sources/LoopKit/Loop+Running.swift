@@ -211,9 +211,8 @@ extension Loop {
         // A host loop iterated from a callback of this run (GLib's, from a timer) may have announced a wait through
         // its driver and not dispatched: this run's wait replaces it.
         self.endHostWait()
-        if !self.blockQueue.isEmpty
-            && self.blockQueue.hasBlock(admittedIn: items.mode, commonModes: self.commonModeSet) {
-            self.look(in: items, into: &ready)  // a nested run queued blocks the outer drain did not reach
+        if self.hasTakenWork(for: items.mode) {
+            self.look(in: items, into: &ready)  // a nested run took work the outer pass did not reach
             return false
         }
         while true {
@@ -234,6 +233,16 @@ extension Loop {
             }
             self.consumeWakeUp()
         }
+    }
+
+    /// Whether work for `mode` waits on the loop's side, taken from the shared state by a run nested since this
+    /// pass's drains: blocks its drain stopped short of, or a signalled source it does not run. The shared state's
+    /// check before a wait no longer sees them. Loop thread.
+    func hasTakenWork(for mode: LoopMode) -> Bool {
+        (!self.blockQueue.isEmpty
+            && self.blockQueue.hasBlock(admittedIn: mode, commonModes: self.commonModeSet,
+                                        admittingJobs: self.runningJobs == 0))
+            || self.hasSignalledCandidate(in: mode)
     }
 
     /// Takes a stop pending for the innermost run (or sees a shutdown), without the lock when none is pending.

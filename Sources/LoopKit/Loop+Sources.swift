@@ -49,6 +49,18 @@ extension Loop {
         return handled
     }
 
+    /// Whether a source of `mode` waits among the candidates with its signal: a run nested since the pass's source
+    /// phase (in a block, or a `beforeWaiting` observer) took it from the shared state, where the sleep would have
+    /// seen it. Loop thread.
+    func hasSignalledCandidate(in mode: LoopMode) -> Bool {
+        guard !self.signalledCandidates.isEmpty else { return false }
+        return self.signalledCandidates.contains { candidate in
+            let source = candidate.source
+            return source.candidateTicket == candidate.ticket && source.isValid && source.isSignalled
+                && source.modes.contains(mode)
+        }
+    }
+
     /// Runs every source still signalled, whatever mode it is in: a thread's final drain, so that a signal made
     /// before a shutdown is not lost. Loop thread.
     func performRemainingSignalledSources() {

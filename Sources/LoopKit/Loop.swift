@@ -61,6 +61,13 @@ public final class Loop: @unchecked Sendable {
     var calloutsAfterTeardown: [() -> Void]?
     /// `end(finalDrain:)` has begun.
     private var isEnding = false
+    /// The item changes taken from `state`, and the first not applied yet, across nested runs (see
+    /// `applyControlMessages()`).
+    @exclusivity(unchecked) var takenControlMessages: [@Sendable (Loop) -> Void] = []
+    @exclusivity(unchecked) var nextControlMessage = 0
+    /// How many executor jobs are running (a job that ran the loop nested is still running): while one is, drains
+    /// pass jobs over (see `drainBlocks`).
+    @exclusivity(unchecked) var runningJobs = 0
     /// The blocks taken from `state` and not run yet, across nested runs (see `BlockQueue`).
     @exclusivity(unchecked) var blockQueue = BlockQueue()
     /// The empty buffer traded with the state's block list at the next take, so that taking allocates nothing.
@@ -330,9 +337,12 @@ public final class Loop: @unchecked Sendable {
         self.lastModeItems = nil
         self.waiter.forgetModes()
         // Moved out before they are released: a deinit of a capture is user code, which may reach these again.
-        let abandoned = (self.blockQueue.takeAll(), self.signalledCandidates)
+        let abandoned = (self.blockQueue.takeAll(), self.signalledCandidates,
+                         self.takenControlMessages[self.nextControlMessage...])
         self.blockQueue = BlockQueue()
         self.signalledCandidates = []
+        self.takenControlMessages = []
+        self.nextControlMessage = 0
         self.spareBlocks = []
         self.spareSignalled = []
         self.spareRunnableSources = []
@@ -540,12 +550,28 @@ public final class Loop: @unchecked Sendable {
         return true
     }
 
-    /// Applies the item changes that other threads queued. Loop thread.
+    /// Applies the item changes that other threads queued, first queued first. Loop thread.
+    ///
+    /// The changes taken wait in `takenControlMessages`, which nested runs share: a run nested in one (an
+    /// `onSchedule` callback) goes on with the changes after it before it takes newer ones, so none is applied
+    /// before one queued earlier.
     func applyControlMessages() {
-        guard self.state.pending.contains(.controlMessages) else { return }
-        let messages = self.state.withLock { $0.takeControlMessages() }
-        for message in messages {
+        if self.state.pending.contains(.controlMessages) {
+            let messages = self.state.withLock { $0.takeControlMessages() }
+            if self.takenControlMessages.isEmpty {
+                self.takenControlMessages = messages
+            } else {
+                self.takenControlMessages += messages
+            }
+        }
+        while self.nextControlMessage < self.takenControlMessages.count {
+            let message = self.takenControlMessages[self.nextControlMessage]
+            self.nextControlMessage += 1
             message(self)
+        }
+        if !self.takenControlMessages.isEmpty {
+            self.takenControlMessages = []
+            self.nextControlMessage = 0
         }
     }
 }

@@ -102,8 +102,8 @@ public final class LoopHostDriver {
         guard self.syncRegistrations(with: items) else {
             return .zero  // epoll refused a descriptor (closed, or a regular file): the pass's look reports it
         }
-        if self.loop.blockQueue.hasBlock(admittedIn: self.mode, commonModes: self.loop.commonModeSet) {
-            return .zero  // blocks taken before a nested run's drain stopped short of them: dispatch at once
+        if self.loop.hasTakenWork(for: self.mode) {
+            return .zero  // blocks or a signal a nested run took and left for this mode: dispatch at once
         }
         // A wait an earlier prepare() announced, with no dispatch() since (GLib prepares again when its poll woke for
         // other sources), is announced afresh: what arrived meanwhile must make this answer `.zero` too.

@@ -53,9 +53,11 @@ struct BlockQueue {
         self.isEmpty ? nil : self.lastAppended
     }
 
-    /// Whether a block that `mode` admits is waiting.
-    func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>?) -> Bool {
-        self.entries[self.head...].contains { !$0.isTaken && $0.modes.admit(mode, commonModes: commonModes) }
+    /// Whether a block that `mode` admits is waiting; executor jobs count only when `admittingJobs`.
+    func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>?, admittingJobs: Bool = true) -> Bool {
+        self.entries[self.head...].contains { entry in
+            !entry.isTaken && (admittingJobs || !entry.isJob) && entry.modes.admit(mode, commonModes: commonModes)
+        }
     }
 
     mutating func beginDrain() {
@@ -63,13 +65,15 @@ struct BlockQueue {
     }
 
     /// Takes the first block with a sequence up to `limit` that `mode` admits, searching from `position` (a
-    /// cursor the drain keeps; a nested drain never moves entries, so it stays valid).
+    /// cursor the drain keeps; a nested drain never moves entries, so it stays valid). Without `admittingJobs`,
+    /// executor jobs are passed over, and stay queued in their place.
     ///
     /// - Complexity: O(1) amortized when every block is admitted.
     mutating func takeNext(
         upTo limit: UInt64,
         admittedIn mode: LoopMode,
         commonModes: Set<LoopMode>?,
+        admittingJobs: Bool = true,
         from position: inout Int
     ) -> QueuedBlock? {
         position = max(position, self.head)
@@ -80,7 +84,8 @@ struct BlockQueue {
                 continue
             }
             guard self.entries[position].sequence <= limit else { return nil }
-            if self.entries[position].modes.admit(mode, commonModes: commonModes) {
+            if (admittingJobs || !self.entries[position].isJob)
+                && self.entries[position].modes.admit(mode, commonModes: commonModes) {
                 var block = QueuedBlock.taken
                 swap(&block, &self.entries[position])  // moved out: the queue keeps no reference to it
                 self.advanceHead()

@@ -22,8 +22,8 @@ protocol LoopItem: AnyObject {
     /// every mode later added to the common set. Loop thread.
     func commonMembershipDidChange(isCommon: Bool, loop: Loop)
     /// The item starts afresh in a new loop (its first, or one after its last loop ended or went away): forget the
-    /// bookkeeping the old loop kept in it, which no teardown of that loop resets. Called on the new loop's thread by
-    /// `Loop.bind`, before the item joins a mode there.
+    /// bookkeeping the old loop kept in it, which no teardown of that loop resets. Called by `bind(to:kind:call:)`
+    /// under the tie's lock, before the new tie is set: it must not take that lock or call user code.
     func forgetPreviousLoop()
 }
 
@@ -34,8 +34,23 @@ extension LoopItem {
     /// Nothing to do for most items: the loop's common items hold them.
     func commonMembershipDidChange(isCommon: Bool, loop: Loop) {}
 
-    /// Nothing to do for most items: their loop-thread state is their modes and sequence, which `Loop.bind` resets.
+    /// Nothing to do for most items: their loop-thread state is their modes and sequence, which `bind` resets.
     func forgetPreviousLoop() {}
+
+    /// Forgets what a previous loop kept in the item's loop-thread state: the modes it remembers, its `sequence`
+    /// (the new loop numbers its items itself, and `(order, sequence)` must not repeat in a mode) and the rest
+    /// (`forgetPreviousLoop()`). Under the tie's lock, just before the item is tied to a new loop.
+    ///
+    /// Done here rather than on the new loop's thread: no thread touches that state now (the old loop is gone, or has
+    /// let go of its items), and the new loop's thread reaches the item only through the tie, so it sees this done.
+    /// Done later, on that thread, it could undo an attach that another thread's add made meanwhile.
+    private func startAfresh() {
+        if !self.modes.isEmpty {
+            self.modes = []
+        }
+        self.sequence = 0
+        self.forgetPreviousLoop()
+    }
 
     /// The loop the item belongs to, if it was added to one that still exists. Any thread.
     var boundLoop: Loop? {
@@ -55,6 +70,7 @@ extension LoopItem {
             // An item without a loop (the usual first add) is tied in one round trip.
             let current: Loop? = self.withTie { tie in
                 guard let current = tie.loop else {
+                    self.startAfresh()
                     tie.loop = loop
                     return nil
                 }
@@ -74,6 +90,7 @@ extension LoopItem {
             }
             let isBound = self.withTie { tie in
                 guard tie.loop === current else { return false }  // another thread tied it meanwhile: look again
+                self.startAfresh()
                 tie.loop = loop
                 return true
             }

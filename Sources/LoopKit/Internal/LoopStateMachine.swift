@@ -83,7 +83,8 @@ struct LoopStateMachine {
     /// Notes a source's signal for the loop's next pass; dropped once the loop has ended (nothing would take it, and
     /// the list would keep the source alive).
     mutating func noteSignal(_ source: LoopSource) -> WakeAction {
-        guard self.lifecycle != .ended else { return .none }
+        // Invalidated since `signal()` checked: `forgetSignal` has run or waits for this lock, and must not miss it.
+        guard self.lifecycle != .ended, source.isValid else { return .none }
         self.signalledSources.append(source)
         return self.arrival()
     }
