@@ -26,8 +26,10 @@ extension Loop {
     /// Queues an executor's job (`LoopJobTarget`). Any thread. A job for a loop that has ended traps, naming the usual
     /// cause: the job could never run, and its task would wait for ever. A job queued before the end runs in the
     /// end's final drain (`Loop.end(finalDrain:)`), whatever its modes.
-    func enqueueJob(inModes modes: BlockModes, _ job: @escaping @Sendable () -> Void) {
-        self.enqueue(modes, job, isJob: true, call: Self.jobCall)
+    ///
+    /// - Parameter serialExecutor: The actor identity whose job this is; `nil` for a task's job.
+    func enqueueJob(inModes modes: BlockModes, serialExecutor: ObjectIdentifier?, _ job: @escaping @Sendable () -> Void) {
+        self.enqueue(modes, job, isJob: true, serialExecutor: serialExecutor, call: Self.jobCall)
     }
 
     /// What a refused executor job's trap names as the call.
@@ -38,8 +40,8 @@ extension Loop {
         """
 
     private func enqueue(_ modes: BlockModes, _ block: @escaping @Sendable () -> Void, isJob: Bool = false,
-                         call: StaticString) {
-        switch self.state.withLock({ $0.enqueue(modes, block, isJob: isJob) }) {
+                         serialExecutor: ObjectIdentifier? = nil, call: StaticString) {
+        switch self.state.withLock({ $0.enqueue(modes, block, isJob: isJob, serialExecutor: serialExecutor) }) {
         case .queued(let action):
             self.wake(if: action)
         case .refused:
@@ -70,18 +72,18 @@ extension Loop {
         guard let limit = self.blockQueue.lastSequence else { return false }
         // The common set as this drain began (as CF copies it), copied only when a block may name `.common`.
         let commonModes = self.blockQueue.mayHoldCommonBlocks ? self.commonModeSet : nil
-        // Jobs wait while a job is on the stack (it ran the loop nested): its executor is serial, so another of its
-        // jobs must not start before it returns, as the main queue's blocks do not under CF.
-        let admittingJobs = self.runningJobs == 0
+        // The jobs of an actor whose job is on the stack (it ran the loop nested) wait: its executor is serial, so
+        // another of its jobs must not start before that one returns, as the main queue's blocks wait under CF.
+        let heldBack = self.runningSerialExecutors
         var position = 0
         var ranAny = false
         self.blockQueue.beginDrain()
         while let block = self.blockQueue.takeNext(upTo: limit, admittedIn: mode, commonModes: commonModes,
-                                                   admittingJobs: admittingJobs, from: &position) {
-            if block.isJob {
-                self.runningJobs += 1
+                                                   holdingBack: heldBack, from: &position) {
+            if let executor = block.serialExecutor {
+                self.runningSerialExecutors.append(executor)
                 self.callOut(.block) { block.body() }
-                self.runningJobs -= 1
+                self.runningSerialExecutors.removeLast()
             } else {
                 self.callOut(.block) { block.body() }
             }
@@ -133,7 +135,7 @@ extension Loop {
         }
         let commonModes = self.commonModeSet
         return self.blockQueue.hasBlock(admittedIn: mode, commonModes: commonModes,
-                                        admittingJobs: self.runningJobs == 0)
+                                        holdingBack: self.runningSerialExecutors)
             || (self.state.pending.contains(.blocks)
                 && self.state.withLock { $0.hasBlock(admittedIn: mode, commonModes: commonModes) })
     }

@@ -241,7 +241,7 @@ extension Loop {
     func hasTakenWork(for mode: LoopMode) -> Bool {
         (!self.blockQueue.isEmpty
             && self.blockQueue.hasBlock(admittedIn: mode, commonModes: self.commonModeSet,
-                                        admittingJobs: self.runningJobs == 0))
+                                        holdingBack: self.runningSerialExecutors))
             || self.hasSignalledCandidate(in: mode)
     }
 

@@ -14,7 +14,11 @@ extension Loop {
     /// which reschedules it everywhere and makes this batch's entry stale, so it is skipped. A timer whose date another
     /// thread moved since the batch was taken fires for its new date if that is due, and is skipped otherwise: the
     /// move's re-arm is on its way (`LoopTimer.beginFire(deadline:now:)`).
+    ///
+    /// A timer at `.distantFuture` is never due, not even once a virtual clock has got there: that date means never
+    /// (CF's way to park a timer, and where a grid whose next slot saturates ends up).
     func fireDueTimers(in items: ModeItems, now: LoopInstant) {
+        let now = now == .distantFuture ? LoopInstant(nanoseconds: UInt64.max - 1) : now
         // Fired first: an outer pass's batch (this is a run nested in one of its callbacks), due before anything else.
         self.fireUnfiredDueTimers(of: items, now: now)
         guard let first = items.timers.queue.first, first.deadline <= now.nanoseconds else { return }

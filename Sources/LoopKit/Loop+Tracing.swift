@@ -47,14 +47,16 @@ extension Loop {
 
     /// Adds `tracer` to the tracers told of each callout, after those attached before it. Loop thread.
     func attach(_ tracer: LoopTracer) {
-        self.tracers.removeAll { $0.tracer == nil }
         self.tracers.append(AttachedTracer(tracer: tracer))
     }
 
-    /// Takes the tracer `identity` names (and any tracer already freed) out of the tracers told of callouts; the
-    /// others keep recording. Loop thread.
+    /// Takes the tracer `identity` names out of the tracers told of callouts; the others keep recording. Loop thread.
+    ///
+    /// By identity alone: a tracer's `deinit` detaches it, so none stays listed once freed, and the weak references
+    /// are not loaded while the list is changed (the last release of one would run that `deinit`, which detaches,
+    /// in the middle of the change).
     func detachTracer(_ identity: ObjectIdentifier) {
-        self.tracers.removeAll { $0.identity == identity || $0.tracer == nil }
+        self.tracers.removeAll { $0.identity == identity }
     }
 }
 

@@ -65,9 +65,9 @@ public final class Loop: @unchecked Sendable {
     /// `applyControlMessages()`).
     @exclusivity(unchecked) var takenControlMessages: [@Sendable (Loop) -> Void] = []
     @exclusivity(unchecked) var nextControlMessage = 0
-    /// How many executor jobs are running (a job that ran the loop nested is still running): while one is, drains
-    /// pass jobs over (see `drainBlocks`).
-    @exclusivity(unchecked) var runningJobs = 0
+    /// The serial executors (actor identities) whose job is running, outermost first: a job that ran the loop nested
+    /// is still running, and drains pass over the other jobs of its executor meanwhile (see `drainBlocks`).
+    @exclusivity(unchecked) var runningSerialExecutors: [ObjectIdentifier] = []
     /// The blocks taken from `state` and not run yet, across nested runs (see `BlockQueue`).
     @exclusivity(unchecked) var blockQueue = BlockQueue()
     /// The empty buffer traded with the state's block list at the next take, so that taking allocates nothing.

@@ -38,7 +38,7 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
     /// `asUnownedSerialExecutor()` returns, and run with no task executor.) Any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        self.loop.enqueueJob(inModes: self.actorTarget.blockModes) {
+        self.loop.enqueueJob(inModes: self.actorTarget.blockModes, serialExecutor: nil) {
             job.runSynchronously(on: self.asUnownedTaskExecutor())
         }
     }

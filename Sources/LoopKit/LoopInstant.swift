@@ -87,11 +87,13 @@ extension Duration {
     }
 
     /// A duration of `seconds`, checked: NaN, infinite and negative values are a precondition failure naming `call`.
+    /// One of 9.2e9 s (some 292 years) or more saturates at `Int64.max` nanoseconds, as the same length given as a
+    /// `Duration` does once it meets an instant.
     static func checkedSeconds(_ seconds: Double, call: StaticString) -> Duration {
         loopPrecondition(!seconds.isNaN, "\(call): the interval is NaN")
         loopPrecondition(seconds.isFinite, "\(call): the interval is infinite")
         loopPrecondition(seconds >= 0, "\(call): the interval is negative (\(seconds) s)")
-        loopPrecondition(seconds < 9.2e9, "\(call): the interval is too large (\(seconds) s)")
+        guard seconds < 9.2e9 else { return .nanoseconds(Int64.max) }
         return .nanoseconds(Int64((seconds * 1e9).rounded(.up)))  // never a shorter delay than asked for
     }
 }

@@ -113,9 +113,11 @@ public final class LoopTimer: @unchecked Sendable {
                   call: "LoopTimer(interval:repeats:tolerance:)", callback)
     }
 
-    /// A timer that first fires `timeInterval` seconds after it is added to a loop (Foundation's spelling).
+    /// A timer that first fires `timeInterval` seconds after it is added to a loop (Foundation's spelling). An
+    /// interval of 292 years or more is taken as `Int64.max` nanoseconds (some 292 years), as Foundation accepts it.
     ///
-    /// - Precondition: `timeInterval` is a finite, non-negative number, not zero for a repeating timer.
+    /// - Precondition: `timeInterval` is a finite, non-negative number, not zero for a repeating timer; `tolerance`
+    ///   is not negative.
     public convenience init(
         timeInterval: Double,
         repeats: Bool = false,

@@ -133,6 +133,47 @@ struct HostileOddValueTests {
         for timer in timers.values { timer.invalidate() }
     }
 
+    /// A `timeInterval` of 292 years or more is accepted, as Foundation accepts it, and saturates as the same length
+    /// given as a `Duration` does.
+    @Test func aHugeTimeIntervalInSecondsSaturatesInsteadOfTrapping() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        for seconds in [9.2e9, 1e10, 1e300, Double.greatestFiniteMagnitude] {
+            let timer = LoopTimer(timeInterval: seconds, repeats: true) { _ in }
+            #expect(timer.interval == .nanoseconds(Int64.max))
+            loop.add(timer, forMode: .default)
+            #expect(timer.fireDate! > loop.now + .seconds(9_000_000_000))
+            timer.invalidate()
+        }
+    }
+
+    /// A timer parked at `.distantFuture` (CF's way to keep a timer that does not fire), or pushed there by a huge
+    /// interval, never fires, even on a virtual clock moved to the end of time.
+    @Test func aTimerParkedAtTheEndOfTimeNeverFiresEvenWhenAVirtualClockGetsThere() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let fires = Recorder<String>()
+        let parked = LoopTimer(interval: .seconds(1), repeats: true) { _ in fires.append("parked") }
+        let huge = LoopTimer(interval: .seconds(1e18), repeats: true) { _ in fires.append("huge") }
+        loop.add(parked, forMode: .default)
+        loop.add(huge, forMode: .default)
+        parked.setNextFireDate(.distantFuture)
+        let start = clock.now
+        clock.advance(to: .distantFuture)
+        for _ in 0..<3 {
+            loop.run(mode: .default, before: .distantFuture)
+        }
+        #expect(fires.elements.isEmpty)
+        #expect(loop.contains(parked, inMode: .default))
+        parked.setNextFireDate(start)  // a date in the past fires as usual, once, then saturates again
+        loop.run(mode: .default, before: .distantFuture)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(fires.elements == ["parked"])
+        parked.invalidate()
+        huge.invalidate()
+    }
+
     @Test func aRepeatingTimerOfOneAttosecondFiresOncePerNanosecondOnItsGrid() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)

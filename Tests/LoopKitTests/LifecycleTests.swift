@@ -455,7 +455,7 @@ struct LifecycleTests {
             let loop = Loop.current
             loop.add(LoopTimer(fireAt: loop.now, interval: .zero) { _ in seen.append("timer fired") },
                      forMode: .default)
-            loop.enqueueJob(inModes: .single(.default)) {
+            loop.enqueueJob(inModes: .single(.default), serialExecutor: nil) {
                 let result = loop.run(mode: .default, before: loop.now + .seconds(1))
                 seen.append("nested run: \(result)")
                 loop.invalidate()  // from inside the end: returns at once

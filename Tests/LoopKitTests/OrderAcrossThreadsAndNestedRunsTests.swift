@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 import Testing
 @testable import LoopKit
 
@@ -185,6 +186,48 @@ struct OrderAcrossThreadsAndNestedRunsTests {
         await drag
         #expect(await model.log == ["drag begins", "drag ends", "second job"])
     }
+
+    /// Only the jobs of the executor whose job ran the loop nested wait: an actor on another of the loop's executors
+    /// (here one for the common modes, handling the touches) runs inside the drag, and can end it.
+    @Test func aRunNestedInAnActorsJobStillRunsTheJobsOfAnotherExecutor() async throws {
+        let thread = try LoopThread(name: "nested-job-other")
+        defer { thread.shutdownAndJoin() }
+        let loop = thread.loop
+        loop.add(LoopTimer(interval: .seconds(3_600)) { _ in }, forMode: .tracking)
+        let model = DraggingModel(executor: LoopExecutor(loop: loop, modes: [.default]))
+        let touches = TouchHandler(executor: LoopExecutor(loop: loop, modes: [.common]))
+        let dragging = DispatchSemaphore(value: 0)
+        async let released = model.drag(announcing: dragging, until: { touches.hasReleased })
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                dragging.wait()
+                continuation.resume()
+            }
+        }
+        await touches.release()  // an actor job for the tracking executor, while the drag runs tracking
+        #expect(await released, "the touch-up never ran inside the drag")
+    }
+}
+
+private actor TouchHandler {
+    let executor: LoopExecutor
+    private let released = Atomic<Bool>(false)
+
+    init(executor: LoopExecutor) {
+        self.executor = executor
+    }
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        self.executor.asUnownedSerialExecutor()
+    }
+
+    nonisolated var hasReleased: Bool {
+        self.released.load(ordering: .acquiring)
+    }
+
+    func release() {
+        self.released.store(true, ordering: .releasing)
+    }
 }
 
 private actor DraggingModel {
@@ -205,6 +248,17 @@ private actor DraggingModel {
         let loop = self.executor.loop
         loop.run(mode: .tracking, before: loop.now + .milliseconds(100))
         self.log.append("drag ends")
+    }
+
+    /// Runs `tracking` until `isReleased` holds, for up to 5 s; returns whether it did.
+    func drag(announcing started: DispatchSemaphore, until isReleased: @escaping @Sendable () -> Bool) -> Bool {
+        started.signal()
+        let loop = self.executor.loop
+        let limit = loop.now + .seconds(5)
+        while !isReleased() && loop.now < limit {
+            loop.run(mode: .tracking, before: loop.now + .milliseconds(10))
+        }
+        return isReleased()
     }
 
     func note(_ entry: String) {

@@ -53,11 +53,19 @@ struct BlockQueue {
         self.isEmpty ? nil : self.lastAppended
     }
 
-    /// Whether a block that `mode` admits is waiting; executor jobs count only when `admittingJobs`.
-    func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>?, admittingJobs: Bool = true) -> Bool {
+    /// Whether a block that `mode` admits is waiting, not counting the jobs of the serial executors in `heldBack`.
+    func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>?,
+                  holdingBack heldBack: [ObjectIdentifier] = []) -> Bool {
         self.entries[self.head...].contains { entry in
-            !entry.isTaken && (admittingJobs || !entry.isJob) && entry.modes.admit(mode, commonModes: commonModes)
+            !entry.isTaken && Self.isFree(entry, heldBack: heldBack) && entry.modes.admit(mode, commonModes: commonModes)
         }
+    }
+
+    /// Whether `entry` is not a job of one of the serial executors in `heldBack` (read in place, without a copy).
+    @inline(__always)
+    private static func isFree(_ entry: borrowing QueuedBlock, heldBack: [ObjectIdentifier]) -> Bool {
+        guard !heldBack.isEmpty, let executor = entry.serialExecutor else { return true }
+        return !heldBack.contains(executor)
     }
 
     mutating func beginDrain() {
@@ -65,15 +73,15 @@ struct BlockQueue {
     }
 
     /// Takes the first block with a sequence up to `limit` that `mode` admits, searching from `position` (a
-    /// cursor the drain keeps; a nested drain never moves entries, so it stays valid). Without `admittingJobs`,
-    /// executor jobs are passed over, and stay queued in their place.
+    /// cursor the drain keeps; a nested drain never moves entries, so it stays valid). The jobs of the serial
+    /// executors in `heldBack` are passed over, and stay queued in their place.
     ///
     /// - Complexity: O(1) amortized when every block is admitted.
     mutating func takeNext(
         upTo limit: UInt64,
         admittedIn mode: LoopMode,
         commonModes: Set<LoopMode>?,
-        admittingJobs: Bool = true,
+        holdingBack heldBack: [ObjectIdentifier] = [],
         from position: inout Int
     ) -> QueuedBlock? {
         position = max(position, self.head)
@@ -84,7 +92,7 @@ struct BlockQueue {
                 continue
             }
             guard self.entries[position].sequence <= limit else { return nil }
-            if (admittingJobs || !self.entries[position].isJob)
+            if Self.isFree(self.entries[position], heldBack: heldBack)
                 && self.entries[position].modes.admit(mode, commonModes: commonModes) {
                 var block = QueuedBlock.taken
                 swap(&block, &self.entries[position])  // moved out: the queue keeps no reference to it

@@ -26,7 +26,7 @@ final class LoopJobTarget: SerialExecutor {
     /// Queues `job` as a block on the loop, as an actor's job. Any thread.
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        self.loop.enqueueJob(inModes: self.blockModes) {
+        self.loop.enqueueJob(inModes: self.blockModes, serialExecutor: ObjectIdentifier(self)) {
             job.runSynchronously(on: self.asUnownedSerialExecutor())
         }
     }

@@ -70,12 +70,14 @@ struct LoopStateMachine {
 
     // MARK: Producers (any thread)
 
-    /// Queues `block` (an executor's job if `isJob`) with the next sequence number, unless the loop has ended.
+    /// Queues `block` (an executor's job if `isJob`, of `serialExecutor` for an actor's) with the next sequence
+    /// number, unless the loop has ended.
     mutating func enqueue(_ modes: BlockModes, _ body: @escaping @Sendable () -> Void,
-                          isJob: Bool = false) -> EnqueueAction {
+                          isJob: Bool = false, serialExecutor: ObjectIdentifier? = nil) -> EnqueueAction {
         guard self.lifecycle != .ended else { return .refused }
         self.nextBlockSequence &+= 1
-        self.blocks.append(QueuedBlock(sequence: self.nextBlockSequence, modes: modes, body: body, isJob: isJob))
+        self.blocks.append(QueuedBlock(sequence: self.nextBlockSequence, modes: modes, body: body, isJob: isJob,
+                                       serialExecutor: serialExecutor))
         return .queued(self.arrival())
     }
 

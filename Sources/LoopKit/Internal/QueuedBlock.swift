@@ -48,6 +48,10 @@ struct QueuedBlock: Sendable {
     /// An executor's job, not a `perform` block: the end of the loop runs it rather than drop it, since its task
     /// would otherwise wait for ever.
     var isJob = false
+    /// For an actor's job, its serial executor (the `LoopJobTarget`): no other job of that executor may start while
+    /// this one runs, a run nested in it included. `nil` for a block, and for the job of a task that prefers the loop
+    /// as its task executor, which need not run one at a time.
+    var serialExecutor: ObjectIdentifier? = nil
 
     /// What a `BlockQueue` leaves in a block's place when it takes it: sequence 0, no closure context, no storage to
     /// retain or release.
