@@ -78,7 +78,10 @@ enum DemoCommand: Equatable {
             name = command
         }
         if rest.contains(where: { $0 == "--help" || $0 == "-h" }) {
-            return .help(arguments.first.flatMap(Name.init(rawValue:)))
+            // The default command's help after one of its own options (`--fps 120 --help`); the overview for a
+            // bare `--help`.
+            let isBare = arguments.first == "--help" || arguments.first == "-h"
+            return .help(isBare ? nil : name)
         }
 
         var common = CommonOptions()
@@ -97,9 +100,9 @@ enum DemoCommand: Equatable {
                 return next
             }
             switch (option, name) {
-            case ("--trace", let command) where command != .echo:
+            case ("--trace", let command) where command != .echo && command != .mainQueue:
                 common.tracePath = try value()
-            case ("--no-color", let command) where attached == nil && command != .echo:
+            case ("--no-color", let command) where attached == nil && command != .echo && command != .mainQueue:
                 common.noColor = true
             case ("--fps", .tracking):
                 let text = try value()

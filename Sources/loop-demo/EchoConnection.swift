@@ -105,9 +105,11 @@ final class EchoConnection {
     }
 
     /// Reads and drops what the peer still sends after the output ended; closes at its end (or an error, or a
-    /// hang-up). The drain's deadline closes a peer that never ends.
+    /// hang-up). The drain's deadline closes a peer that never ends. At most `Self.dropReadsPerCallout` reads a
+    /// callout: a peer that sends as fast as this reads must not keep the loop (and that deadline) waiting; the
+    /// source is level-triggered, so the rest comes at the next pass.
     private func readAndDrop() {
-        while true {
+        for _ in 0..<Self.dropReadsPerCallout {
             let result = self.connections.withScratch { EchoSocket.read(self.descriptor, into: $0) }
             switch result {
             case .moved:
@@ -120,6 +122,8 @@ final class EchoConnection {
             }
         }
     }
+
+    static let dropReadsPerCallout = 16
 
     /// Sends queued output until the socket takes no more.
     private func flush() {

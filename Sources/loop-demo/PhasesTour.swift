@@ -93,6 +93,9 @@ final class PhasesTour {
         timer.invalidate()
         source.invalidate()
         reader.invalidate()
+        // The write end first: a write the helper queue delays past this (a Ctrl-C right after the mailbox ran)
+        // then finds it closed, instead of writing into a pipe with no reader (SIGPIPE).
+        pipe.closeWriteEnd()
         pipe.closeReadEnd()
         return self.events
     }

@@ -101,7 +101,7 @@ struct HostileDemoTests {
         ["echo", "--fps", "60"], ["hitches", "--duration", "0.5"], ["hitches", "--duration", "nan"],
         ["--duration", "inf"], ["--duration", "-5"], ["--duration", "1e309"], ["--fps="], ["--fps", "-60"],
         ["ECHO"], ["", "echo"], ["help", "echo", "extra"], ["phases", "--duration", "2"], ["phases", "--no-color=yes"],
-        ["--interactive=1"], ["-"], ["-x"],
+        ["--interactive=1"], ["-"], ["-x"], ["main-queue", "--trace", "t.json"], ["main-queue", "--no-color"],
     ])
     func aBadCommandLineExitsWithStatus2AndAMessage(arguments: [String]) throws {
         let (finished, timedOut) = try Self.run(arguments)

@@ -236,6 +236,8 @@ struct LoopDemoTests {
         #expect(try DemoCommand.parse(["phases", "--no-color"]) == .phases(.init(tracePath: nil, noColor: true)))
         #expect(try DemoCommand.parse(["hitches", "--duration=2"]) == .hitches(.init(duration: .seconds(2))))
         #expect(try DemoCommand.parse(["hitches", "--help"]) == .help(.hitches))
+        #expect(try DemoCommand.parse(["--fps", "120", "--help"]) == .help(.tracking))  // the default command's own
+        #expect(try DemoCommand.parse(["--help"]) == .help(nil))
         #expect(try DemoCommand.parse(["-h"]) == .help(nil))
         #expect(try DemoCommand.parse(["help", "phases"]) == .help(.phases))
     }
