@@ -1,8 +1,11 @@
 /// The timer phase of a pass.
 extension Loop {
-    /// The instant to wake for the mode's timers (coalesced within their tolerances), or `nil` without timers.
+    /// The instant to wake for the mode's timers (coalesced within their tolerances), or `nil` without a timer that
+    /// can fire: a timer at `.distantFuture` never does (see `fireDueTimers`), so a host's driver must not be told to
+    /// wake for it once a virtual clock has got there.
     func nextTimerWake(in items: ModeItems) -> LoopInstant? {
-        items.timers.nextWake().map(LoopInstant.init(nanoseconds:))
+        guard let wake = items.timers.nextWake(), wake != UInt64.max else { return nil }
+        return LoopInstant(nanoseconds: wake)
     }
 
     /// Fires every timer of the mode due at `now`, earliest first (equal dates in the order added).

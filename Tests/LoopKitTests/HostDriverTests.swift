@@ -78,6 +78,27 @@ struct HostDriverTests {
         driver.dispatch()
     }
 
+    /// A timer parked at `.distantFuture` never fires, so it gives a host no time to wake for, even once a virtual
+    /// clock has reached the end of time: `prepare()` asks for no timeout rather than for no sleep, every turn.
+    @Test func aParkedTimerGivesTheHostNoTimeToWakeForEvenAtTheEndOfVirtualTime() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        let fired = Recorder<Int>()
+        let timer = LoopTimer(interval: .seconds(1)) { _ in fired.append(1) }
+        loop.add(timer, forMode: .default)
+        timer.setNextFireDate(.distantFuture)
+        #expect(driver.prepare() == nil)
+        clock.advance(to: .distantFuture)
+        for _ in 0..<3 {
+            #expect(driver.prepare() == nil)
+            driver.dispatch()
+        }
+        #expect(fired.elements.isEmpty)
+        timer.invalidate()
+    }
+
     @Test func aWakeUpFromAnotherThreadEndsTheHostsSleep() throws {
         let loop = try Loop()
         defer { loop.invalidate() }
