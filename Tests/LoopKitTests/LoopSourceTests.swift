@@ -559,9 +559,13 @@ struct LoopSourceThreadTests {
                 source.signal()  // after the count: the last of these must make the source run once more
             }
         }
-        defer { signallers.forEach { $0.join() } }
         let hangGuard = loop.now + .seconds(30)
         while finishedThreads.load(ordering: .acquiring) < threadCount || source.isSignalled, loop.now < hangGuard {
+            loop.run(mode: .default, before: hangGuard, returnAfterSourceHandled: true)
+        }
+        // A signaller may be between its count and its last signal: once all have ended, that signal runs too.
+        signallers.forEach { $0.join() }
+        while source.isSignalled, loop.now < hangGuard {
             loop.run(mode: .default, before: hangGuard, returnAfterSourceHandled: true)
         }
         #expect(finishedThreads.load(ordering: .acquiring) == threadCount)

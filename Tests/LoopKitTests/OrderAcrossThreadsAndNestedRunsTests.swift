@@ -250,11 +250,11 @@ private actor DraggingModel {
         self.log.append("drag ends")
     }
 
-    /// Runs `tracking` until `isReleased` holds, for up to 5 s; returns whether it did.
+    /// Runs `tracking` until `isReleased` holds, for up to 30 s (a hang guard); returns whether it did.
     func drag(announcing started: DispatchSemaphore, until isReleased: @escaping @Sendable () -> Bool) -> Bool {
         started.signal()
         let loop = self.executor.loop
-        let limit = loop.now + .seconds(5)
+        let limit = loop.now + .seconds(30)
         while !isReleased() && loop.now < limit {
             loop.run(mode: .tracking, before: loop.now + .milliseconds(10))
         }

@@ -717,7 +717,7 @@ struct PortedPeerLibuvTests {
         #expect(loop.run(mode: .default, before: start + .seconds(30)) == .stopped)
         #expect(fired.count == 1)
         #expect(fired.elements[0] - start >= .milliseconds(20))
-        #expect(spins.value > 1)
+        #expect(spins.value >= 1)  // once, if a stall on a loaded machine made the timer due by the first pass
         source.invalidate()
     }
 
@@ -845,7 +845,7 @@ struct PortedPeerLibuvTests {
         let start = loop.now
         loop.add(LoopTimer(interval: .milliseconds(20)) { _ in fired.append(loop.now) }, forMode: .default)
         let timeout = try #require(driver.prepare())
-        #expect(timeout > .zero && timeout <= .milliseconds(20))
+        #expect(timeout <= .milliseconds(20))  // `.zero` once the timer is due: a stall here on a loaded machine
         var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
         #expect(poll(&watched, 1, 30_000) == 1)
         #expect(loop.now - start >= .milliseconds(20))
