@@ -109,6 +109,9 @@ public final class LoopDisplayLink: @unchecked Sendable {
     public var isPaused: Bool {
         get { self.paused.load(ordering: .acquiring) }
         set {
+            // A clock is user code, which may come back here: read for a resume before the lock (the loop's clock, if
+            // the link is in one; under the lock only if it joined one meanwhile).
+            let resumeNow = newValue ? nil : self.timer.boundLoop?.now
             // One change at a time: the flag and the timer's date must agree, and two threads setting opposite values
             // could otherwise leave the link running with no date, or paused with one.
             self.pauseChanges.withLock { applied in
@@ -123,7 +126,8 @@ public final class LoopDisplayLink: @unchecked Sendable {
                 // Not in a loop yet: the date is forgotten, and the first add picks the next frame. Decided under
                 // the timer's lock, so that an add from another thread cannot queue a date this then forgets.
                 if let loop = self.timer.forgetFireDateUnlessBound() {
-                    let next = self.display.nextFrame(after: loop.now, refreshesPerFrame: self.refreshesPerFrame)
+                    let next = self.display.nextFrame(after: resumeNow ?? loop.now,
+                                                      refreshesPerFrame: self.refreshesPerFrame)
                     self.timer.setNextFireDate(next.instant)
                 }
             }

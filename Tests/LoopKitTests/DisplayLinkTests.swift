@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 @testable import LoopKit
 
@@ -310,6 +311,44 @@ struct DisplayLinkTests {
         #expect(waitUntil { frames.count > before + 2 }, "an unpaused link ticks")
         link.invalidate()
     }
+
+    /// A loop's clock is user code: one whose `now` pauses the link (here, once) is read outside the link's pause
+    /// lock, so resuming does not deadlock on it.
+    @Test func resumingALinkWhoseLoopsClockPausesItDoesNotDeadlock() throws {
+        let clock = PausingClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let link = LoopDisplayLink { _, _ in }
+        loop.add(link, forMode: .default)
+        link.isPaused = true
+        clock.link.withLock { $0 = link }
+        let resumed = DispatchSemaphore(value: 0)
+        _ = startThread {
+            link.isPaused = false
+            resumed.signal()
+        }
+        #expect(resumed.wait(timeout: .now() + 20) == .success, "resuming deadlocked on the clock")
+        link.invalidate()
+    }
+}
+
+/// A manual clock whose first read after `link` is set pauses that link.
+private final class PausingClock: LoopClock {
+    let base = ManualLoopClock()
+    let link = LoopLock<LoopDisplayLink?>(nil)
+
+    var now: LoopInstant {
+        if let link = self.link.withLock({ link -> LoopDisplayLink? in
+            defer { link = nil }
+            return link
+        }) {
+            link.isPaused = true
+        }
+        return self.base.now
+    }
+
+    var readsSystemMonotonicClock: Bool { false }
+    var virtualClock: (any VirtualLoopClock)? { nil }
 }
 
 @Suite("Hitch monitor")
