@@ -323,11 +323,15 @@ struct DisplayLinkTests {
         link.isPaused = true
         clock.link.withLock { $0 = link }
         let resumed = DispatchSemaphore(value: 0)
-        _ = startThread {
+        let resumer = startThread {
             link.isPaused = false
             resumed.signal()
         }
-        #expect(resumed.wait(timeout: .now() + 20) == .success, "resuming deadlocked on the clock")
+        let didResume = resumed.wait(timeout: .now() + 20) == .success
+        #expect(didResume, "resuming deadlocked on the clock")
+        if didResume {
+            resumer.join()  // not a deadlocked one: the test reports the failure instead of hanging
+        }
         link.invalidate()
     }
 }
