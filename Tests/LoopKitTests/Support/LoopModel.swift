@@ -295,9 +295,14 @@ final class LoopModel {
 
     /// Sleeps until the mode's next timer wake or the deadline, unless something is already waiting: a block or a
     /// signal the loop has not seen (a perform or a signal wakes a sleeping loop at once, even for another mode:
-    /// ThePass.md's one exception), a block of this mode, a stop, or a timer of a due batch that can still fire.
+    /// ThePass.md's one exception), a block of this mode, a signal a nested run saw for a source of this mode and did
+    /// not perform, a stop, or a timer of a due batch that can still fire.
     private func sleep(_ mode: LoopMode, deadline: Int) {
-        if !self.unseenSignals.isEmpty || self.blocks.contains(where: { !$0.seen || self.admits($0, mode) })
+        let hasSeenSignal = self.sources.contains {
+            $0.signalRank != nil && $0.isValid && $0.isSignalled && $0.modes.contains(mode)
+        }
+        if !self.unseenSignals.isEmpty || hasSeenSignal
+            || self.blocks.contains(where: { !$0.seen || self.admits($0, mode) })
             || self.stoppedRuns.contains(self.runs.count) || (self.batches[mode] ?? []).contains(where: { self.canFire($0, in: mode) }) {
             return
         }
