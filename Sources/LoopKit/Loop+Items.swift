@@ -200,7 +200,7 @@ extension Loop {
     ) -> Bool {
         guard item.isValid, !self.hasEnded else { return false }
         accept()
-        self.bind(item, kind: kind ?? Item.kind, call: call)
+        item.bind(to: self, kind: kind ?? Item.kind, call: call)
         // Refused if the loop ended since the check above: the caller learns that the item will never run.
         return self.onLoopThread { loop in
             withExtendedLifetime(owner) {
@@ -351,12 +351,6 @@ extension Loop {
             self.modeItemsByIndex[Int(membership.modeIndex)].timers.schedule(slot: membership.slot, at: next,
                                                                              keepingPlace: keepingPlace)
         }
-    }
-
-    /// Ties `item` to this loop; an item whose previous loop is gone or has ended starts afresh
-    /// (`LoopItem.bind(to:kind:call:)`). Any thread.
-    func bind<Item: LoopItem & Sendable>(_ item: Item, kind: String, call: StaticString) {
-        _ = item.bind(to: self, kind: kind, call: call)
     }
 
     /// Forgets a pending signal of an invalidated source, so that no list keeps it alive. Any thread.

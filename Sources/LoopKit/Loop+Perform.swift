@@ -134,9 +134,18 @@ extension Loop {
             return false  // without a copy of the common modes or a look at the queue
         }
         let commonModes = self.commonModeSet
-        return self.blockQueue.hasBlock(admittedIn: mode, commonModes: commonModes,
-                                        holdingBack: self.runningSerialExecutors)
+        return self.hasTakenBlock(for: mode, commonModes: commonModes)
             || (self.state.pending.contains(.blocks)
                 && self.state.withLock { $0.hasBlock(admittedIn: mode, commonModes: commonModes) })
+    }
+
+    /// Whether a block that `mode` admits waits in `blockQueue`, taken from the shared state and not run yet; the
+    /// jobs of an executor whose job is running (`runningSerialExecutors`) do not count. Loop thread.
+    ///
+    /// - Parameter commonModes: The loop's common set, if the caller has a copy; read only when the queue holds one.
+    func hasTakenBlock(for mode: LoopMode, commonModes: Set<LoopMode>? = nil) -> Bool {
+        !self.blockQueue.isEmpty
+            && self.blockQueue.hasBlock(admittedIn: mode, commonModes: commonModes ?? self.commonModeSet,
+                                        holdingBack: self.runningSerialExecutors)
     }
 }

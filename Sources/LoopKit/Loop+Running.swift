@@ -239,10 +239,7 @@ extension Loop {
     /// pass's drains: blocks its drain stopped short of, or a signalled source it does not run. The shared state's
     /// check before a wait no longer sees them. Loop thread.
     func hasTakenWork(for mode: LoopMode) -> Bool {
-        (!self.blockQueue.isEmpty
-            && self.blockQueue.hasBlock(admittedIn: mode, commonModes: self.commonModeSet,
-                                        holdingBack: self.runningSerialExecutors))
-            || self.hasSignalledCandidate(in: mode)
+        self.hasTakenBlock(for: mode) || self.hasSignalledCandidate(in: mode)
     }
 
     /// Takes a stop pending for the innermost run (or sees a shutdown), without the lock when none is pending.

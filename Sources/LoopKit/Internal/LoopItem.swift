@@ -57,15 +57,14 @@ extension LoopItem {
         self.withTie { $0.loop }
     }
 
-    /// Ties the item to `loop`. Any thread.
+    /// Ties the item to `loop`; one new to it starts afresh (`startAfresh()`). Any thread.
     ///
     /// Whether the current loop has ended is asked outside the item's lock: it takes the loop's own lock, and the
     /// last reference to an old loop must not be let go (running its deinit) under the item's. An item of a loop
     /// that has ended but is still tearing down is tied once the teardown has let go of it (`Loop.end(finalDrain:)`).
     ///
-    /// - Returns: Whether this is a new tie (the item had no loop, or its loop is gone or has ended).
     /// - Precondition: The item does not belong to another loop that is still running.
-    func bind(to loop: Loop, kind: String, call: StaticString) -> Bool {
+    func bind(to loop: Loop, kind: String, call: StaticString) {
         while true {
             // An item without a loop (the usual first add) is tied in one round trip.
             let current: Loop? = self.withTie { tie in
@@ -76,10 +75,10 @@ extension LoopItem {
                 }
                 return current
             }
-            guard let current else { return true }
+            guard let current else { return }
             if current === loop || !current.hasEnded {
                 loopPrecondition(current === loop, "\(call): this \(kind) already belongs to another loop")
-                return false
+                return
             }
             // Ended, but maybe still tearing down, changing the item's loop-thread state as it takes it out of its
             // modes: adopted only once it has let go (no user code runs from the end until then, so the wait is
@@ -94,7 +93,7 @@ extension LoopItem {
                 tie.loop = loop
                 return true
             }
-            if isBound { return true }
+            if isBound { return }
         }
     }
 }
