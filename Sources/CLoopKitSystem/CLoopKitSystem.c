@@ -458,9 +458,9 @@ int cloopkit_signal_install(int signo, int write_fd) {
     return ticket;
 }
 
-void cloopkit_signal_uninstall(int signo, int ticket) {
+uint64_t cloopkit_signal_uninstall(int signo, int ticket) {
     if (signo <= 0 || signo >= CLOOPKIT_MAX_SIGNAL || ticket < 0) {
-        return;
+        return 0;
     }
     int slot = ticket % CLOOPKIT_SIGNAL_SLOTS;
     uint64_t generation = (uint64_t)(ticket / CLOOPKIT_SIGNAL_SLOTS);
@@ -468,20 +468,23 @@ void cloopkit_signal_uninstall(int signo, int ticket) {
     uint64_t word = atomic_load(&cloopkit_signal_counts[signo][slot]);
     if (atomic_load(&cloopkit_signal_fds[signo][slot]) == 0 || word >> CLOOPKIT_SIGNAL_COUNT_BITS != generation) {
         pthread_mutex_unlock(&cloopkit_signal_lock);
-        return;  // not this listener's slot any more
+        return 0;  // not this listener's slot any more
     }
     cloopkit_signal_users[signo] -= 1;
     if (cloopkit_signal_users[signo] == 0) {
         (void)sigaction(signo, &cloopkit_signal_previous[signo], NULL);  // what was there before, e.g. SIG_IGN
     }
     atomic_store(&cloopkit_signal_fds[signo][slot], 0);
+    // A handler that counted itself in before the store may still count and write to the old descriptor: wait it out,
+    // so that its count is in the word taken below. One that counts itself in after the store reads 0 and does
+    // neither. Sequentially consistent atomics order the two sides. (Under the lock: until the generation moves on,
+    // an install must not take the slot.)
+    cloopkit_signal_wait_for_writers(signo);
     // The next listener of the slot gets the next generation: this one's ticket takes nothing from it.
     uint64_t next = (generation + 1) % CLOOPKIT_SIGNAL_GENERATIONS;
-    atomic_store(&cloopkit_signal_counts[signo][slot], next << CLOOPKIT_SIGNAL_COUNT_BITS);
+    uint64_t left = atomic_exchange(&cloopkit_signal_counts[signo][slot], next << CLOOPKIT_SIGNAL_COUNT_BITS);
     pthread_mutex_unlock(&cloopkit_signal_lock);
-    // A handler that counted itself in before the store may still write to the old descriptor: wait it out. One that
-    // counts itself in after the store reads 0 and writes nothing. Sequentially consistent atomics order the two sides.
-    cloopkit_signal_wait_for_writers(signo);
+    return left & CLOOPKIT_SIGNAL_COUNT_MASK;
 }
 
 uint64_t cloopkit_signal_take(int signo, int ticket) {

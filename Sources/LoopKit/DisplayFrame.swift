@@ -7,7 +7,8 @@ public struct DisplayFrame: Sendable, Hashable {
     /// The index of `timestamp` on the link's grid (frames of the link's rate since the display's epoch); links of
     /// one display at one rate see the same index at the same instant.
     public let index: Int64
-    /// How many of the link's frames passed without a callback since the previous one (an overrun), never replayed.
+    /// How many of the link's frames passed without a callback since the previous one, never replayed: an overrun,
+    /// or a stretch when none of the link's modes was running (or it was in none). Frames while paused do not count.
     public let skippedFrames: Int
 
     /// One frame at the link's rate: `targetTimestamp - timestamp`, the frame budget (16.67 ms at 60 Hz).

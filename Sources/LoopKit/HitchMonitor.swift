@@ -14,7 +14,9 @@ public final class HitchMonitor: Sendable {
         var busySince: LoopInstant?
         var pendingTargets: [LoopInstant] = []
         var isWatching = true
-        var firstTimestamp: LoopInstant?
+        /// Whether a frame was seen since the monitor began or was reset: the first one's skipped frames were not
+        /// in the span measured.
+        var hasSeenFrame = false
         var hangHandlers: [@Sendable (HangEvent) -> Void] = []
     }
 
@@ -82,10 +84,14 @@ public final class HitchMonitor: Sendable {
 
     /// Forgets what was measured (frames in flight included). Any thread.
     public func reset() {
+        let now = self.loop.now
         self.state.withLock { state in
             state.report = HitchReport()
             state.pendingTargets = []
-            state.firstTimestamp = nil
+            state.hasSeenFrame = false
+            if state.busySince != nil {
+                state.busySince = now  // a stretch under way counts from here
+            }
         }
     }
 
@@ -111,11 +117,19 @@ public final class HitchMonitor: Sendable {
 
     private func busyStarts(entering: Bool) {
         let now = self.loop.now
+        // An outermost run starts afresh: a stretch left open by a nested run that returned to a mode the monitor
+        // does not watch (where no `beforeWaiting` ended it) must not reach back over the sleeps since.
+        let isOutermostEntry = entering && self.loop.runningModes.count == 1
         self.state.withLock { state in
-            if state.busySince == nil {
+            if state.busySince == nil || isOutermostEntry {
                 state.busySince = now
             }
         }
+    }
+
+    /// Whether the monitor's observers are in `mode` (the common modes expanded). Loop thread.
+    private func watches(_ mode: LoopMode) -> Bool {
+        self.observers.first.map { $0.modes.contains(mode) } ?? false
     }
 
     private func busyEnds(exiting: Bool) {
@@ -123,7 +137,10 @@ public final class HitchMonitor: Sendable {
         let mode = self.loop.currentMode ?? .default
         // The loop's own depth, not one counted from the monitor's creation: a monitor made inside a callback, or
         // from another thread while the loop runs, starts in the middle of a run. `exit` comes before the run leaves.
-        let isNested = exiting && self.loop.runningModes.count > 1
+        // Leaving a nested run returns to the outer run's callback, busy, unless the outer run is in a mode the
+        // monitor does not watch: no observer of its would end that stretch before the loop sleeps there.
+        let runningModes = self.loop.runningModes
+        let isNested = exiting && runningModes.count > 1 && self.watches(runningModes[runningModes.count - 2])
         let (hang, handlers) = self.state.withLock { state -> (HangEvent?, [@Sendable (HangEvent) -> Void]) in
             var hang: HangEvent?
             if let start = state.busySince {
@@ -140,7 +157,6 @@ public final class HitchMonitor: Sendable {
                 state.report.totalHitchTime += now - target
             }
             state.pendingTargets.removeAll(keepingCapacity: true)
-            // Leaving a nested run returns to the outer run's callback: still busy.
             state.busySince = isNested ? now : nil
             return (hang, hang == nil ? [] : state.hangHandlers)
         }
@@ -151,8 +167,13 @@ public final class HitchMonitor: Sendable {
         // A handler that ran the loop nested saw that run's own busy stretches begin and end; what follows this
         // observer is what followed it before the handlers ran: a sleep or the run's exit (nothing busy), or the rest
         // of the outer callback (busy from now).
+        // Frames that ran in such a run are not judged: this observer is not re-entered, so no busy stretch of that
+        // run ended for them, and the next one to end (after a sleep) would charge each as a hitch.
         let resumed = self.loop.now
-        self.state.withLock { $0.busySince = isNested ? resumed : nil }
+        self.state.withLock { state in
+            state.busySince = isNested ? resumed : nil
+            state.pendingTargets.removeAll(keepingCapacity: true)
+        }
     }
 
     /// A display link attached to this monitor is about to run `frame`'s callback. Loop thread.
@@ -164,17 +185,16 @@ public final class HitchMonitor: Sendable {
     func frameWillRun(_ frame: DisplayFrame) -> Bool {
         loopPrecondition(self.loop.isCurrent,
                          "HitchMonitor.attach(to:): the display link ticks on another loop than the monitor's")
-        let isWatchedMode = self.loop.currentMode.map { mode in
-            self.observers.first.map { $0.modes.contains(mode) } ?? false
-        } ?? false
+        let isWatchedMode = self.loop.currentMode.map(self.watches) ?? false
         return self.state.withLock { state in
             guard state.isWatching else { return false }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
-            if state.firstTimestamp == nil {
-                state.firstTimestamp = frame.timestamp
-            }
-            state.report.frameSpan = frame.targetTimestamp - state.firstTimestamp!
+            // The frames' own time: a frame's budget for each frame seen and each one skipped since the last seen,
+            // so that time paused (or before the first frame) is not taken for time ticking.
+            let framesCovered = state.hasSeenFrame ? frame.skippedFrames + 1 : 1
+            state.hasSeenFrame = true
+            state.report.frameSpan += frame.duration * framesCovered
             if isWatchedMode {
                 state.pendingTargets.append(frame.targetTimestamp)
             }

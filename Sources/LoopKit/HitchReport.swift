@@ -6,13 +6,14 @@
 public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     /// Display-link callbacks seen.
     public internal(set) var frames = 0
-    /// Frames the link skipped because a callback overran (counted, never replayed).
+    /// Frames the link skipped (`DisplayFrame.skippedFrames`: a callback overran, or its mode was not running).
     public internal(set) var skippedFrames = 0
     /// Frames whose work finished after their target.
     public internal(set) var hitches = 0
     /// The sum of how late each hitched frame finished.
     public internal(set) var totalHitchTime: Duration = .zero
-    /// From the first frame's timestamp to the last frame's target: the time the ratio is taken over.
+    /// The time the ratio is taken over: a frame's duration for each frame seen and each one skipped between two
+    /// seen, so not the time while the link was paused.
     public internal(set) var frameSpan: Duration = .zero
     /// Busy stretches of the loop (from waking or entry to sleeping or exit).
     public internal(set) var busyPasses = 0

@@ -74,6 +74,22 @@ extension Loop {
         self.dropSpentCandidates()
     }
 
+    /// Has every descriptor source with a final-drain hand-over (`LoopDescriptorSource.whenLoopDrains`: a
+    /// `LoopSignalSource`'s) hand over what it holds: a thread's final drain waits no more, so nothing else would read
+    /// it while the loop can still take work. Loop thread.
+    func handOverBeforeEnd() {
+        var sources: [ObjectIdentifier: LoopDescriptorSource] = [:]
+        for items in self.modeItemsByMode.values {
+            for source in items.descriptorSources where source.whenLoopDrains != nil {
+                sources[ObjectIdentifier(source)] = source
+            }
+        }
+        for source in sources.values.sorted(by: { $0.sequence < $1.sequence }) where source.isValid {
+            guard let handOver = source.whenLoopDrains else { continue }
+            self.callOut(.descriptor(source.descriptor)) { handOver() }
+        }
+    }
+
     /// Moves the sources signalled since the last take from the shared state to `signalledCandidates`.
     func takeSignalledSources() {
         guard self.state.pending.contains(.signalledSources) else { return }

@@ -381,6 +381,7 @@ public final class Loop: @unchecked Sendable {
             if finalDrain == .everything {
                 self.applyControlMessages()
                 self.performRemainingSignalledSources()  // a signal made before the end is not lost either
+                self.handOverBeforeEnd()  // nor a process signal, whose handler may still queue work now
             }
             let isFinal = round >= LoopThread.finalDrainRounds
             let (taken, droppedWork) = self.takeRemainingBlocks(endingIf: { blocks in

@@ -46,6 +46,10 @@ public final class LoopDescriptorSource: @unchecked Sendable {
     /// back): on the loop's thread (`true`: it may still call back), or on the thread that frees a loop of one's own
     /// (`Loop.deinit`, `false`). Set before the source is first added, never after.
     nonisolated(unsafe) var whenLoopEnds: (@Sendable (_ isOnLoopThread: Bool) -> Void)?
+    /// Called on the loop's thread in each round of a final drain that runs everything (`LoopThread`'s), where no
+    /// wait reads the descriptor any more but the loop still takes work: a `LoopSignalSource` hands over the
+    /// deliveries its pipe holds. Set before the source is first added, never after.
+    nonisolated(unsafe) var whenLoopDrains: (@Sendable () -> Void)?
 
     // MARK: Loop thread only
     var modes: ModeSet = []

@@ -15,7 +15,9 @@ import Synchronization
 /// signal is invalidated, the signal gets back the disposition it had before the first (its default action, or
 /// `SIG_IGN` under nohup, or another handler). `invalidate()` is safe from any thread. A source whose loop ends (its
 /// thread exits, its `LoopThread` finishes) is invalidated with it, so an ended loop never swallows a signal; a
-/// delivery that came after the loop's last pass is handed to `handler` first, on the loop's thread.
+/// delivery that came after the loop's last pass is handed to `handler` first, on the loop's thread: during a
+/// `LoopThread`'s final drain, where the handler may still queue work for the loop, or, for what comes after its last
+/// round, in one last call once the loop has ended, which must not queue any (`perform` would trap).
 // @unchecked Sendable: every stored property is immutable or a lock (a weak reference's loads are atomic); `pipe` and
 // `source` are themselves thread-safe.
 public final class LoopSignalSource: @unchecked Sendable {
@@ -80,14 +82,20 @@ public final class LoopSignalSource: @unchecked Sendable {
             }
         }
         let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in deliver() }
+        // A `LoopThread`'s final drain no longer waits on the pipe: each round hands over what came, while the handler
+        // may still queue work for the loop.
+        source.whenLoopDrains = deliver
         // A loop that ends must not swallow the signal for ever: the source ends with it, and the signal gets back
         // its previous disposition (SIGINT kills again) once no source watches it. On the loop's thread, deliveries
-        // since its last pass are handed over first (a `LoopThread`'s last pass may come before them).
+        // since the last hand-over are handed over in one last call, made after the uninstall: a delivery during the
+        // handler would otherwise be counted for a listener about to go, and dropped.
         source.whenLoopEnds = { isOnLoopThread in
-            if isOnLoopThread {
-                deliver()
+            guard let signalSource = live.withLock({ $0 }) else { return }
+            let taken = isOnLoopThread ? ProcessSignals.takeCount(signal, ticket: ticket) : 0
+            let left = signalSource.stopDelivering()
+            if isOnLoopThread, taken + left > 0 {
+                handler(taken + left)
             }
-            live.withLock { $0 }?.invalidate()
         }
         self.source = source
         live.withLock { $0 = self }
@@ -124,16 +132,21 @@ public final class LoopSignalSource: @unchecked Sendable {
         self.isInstalled.withLock { $0 }
     }
 
-    /// Stops delivering: the handler is not called again, and if this was the signal's last source, the signal gets
-    /// back the disposition it had before. Any thread; twice does nothing.
+    /// Stops delivering: the handler is not called again, but for a call the loop had already begun on its thread
+    /// when another thread invalidated the source. If this was the signal's last source, the signal gets back the
+    /// disposition it had before. Any thread; twice does nothing.
     public func invalidate() {
+        self.stopDelivering()
+    }
+
+    /// `invalidate()`, which returns the deliveries counted for this source and not taken (0 the second time).
+    @discardableResult
+    private func stopDelivering() -> Int {
         let wasInstalled = self.isInstalled.withLock { installed -> Bool in
             defer { installed = false }
             return installed
         }
-        if wasInstalled {
-            ProcessSignals.uninstall(self.signal, ticket: self.ticket)
-        }
+        let left = wasInstalled ? ProcessSignals.uninstall(self.signal, ticket: self.ticket) : 0
         self.source?.invalidate()
         // Released after the lock, never inside it: the last reference may be this one.
         let released = self.live.withLock { live -> LoopSignalSource? in
@@ -141,6 +154,7 @@ public final class LoopSignalSource: @unchecked Sendable {
             return live
         }
         _ = released
+        return left
     }
 
     /// Sends `signal` to this process (`kill(getpid(), signal)`: any thread that does not block it takes it).

@@ -7,7 +7,8 @@ import Synchronization
 /// late fire (a busy loop, or a mode that was not running) it fires once and moves to the first slot after now,
 /// skipping the missed ones, never replaying them. `tolerance` lets the loop delay a fire by up to that much so that
 /// nearby timers share one wake-up; a timer never fires early. A timer in several modes fires once per slot; timers
-/// with equal fire dates fire in the order they were added. While its callback runs, the timer does not fire again,
+/// with equal fire dates fire in the order they were added, where a repeating timer's next slot (or a moved date)
+/// counts as added when the loop schedules it, as in CF. While its callback runs, the timer does not fire again,
 /// even from a nested run.
 ///
 /// A timer may be created on any thread. `invalidate()`, `isValid`, `fireDate`, `setNextFireDate(_:)` and `tolerance`
@@ -195,15 +196,15 @@ public final class LoopTimer: @unchecked Sendable {
         get { self.withSchedule { $0.tolerance } }
         set {
             loopPrecondition(newValue >= .zero, "LoopTimer.tolerance: the tolerance is negative (\(newValue))")
-            let isChanged = self.withSchedule { schedule in
+            // The loop, taken with the change: an invalidated timer is in no mode, and waking its loop would only
+            // make an empty pass.
+            let loop = self.withSchedule { schedule -> Loop? in
                 defer { schedule.tolerance = newValue }
-                return newValue != schedule.tolerance
+                return newValue != schedule.tolerance && schedule.isValid ? schedule.tie.loop : nil
             }
             // Re-queued so that the next wake uses it, in its place among timers of the same date: unlike a new date,
             // a tolerance does not re-sort a timer (nor does CF's CFRunLoopTimerSetTolerance).
-            if isChanged {
-                self.boundLoop?.rescheduleTimer(self, keepingPlace: true)
-            }
+            loop?.rescheduleTimer(self, keepingPlace: true)
         }
     }
 

@@ -76,9 +76,17 @@ public final class LoopTracer: Sendable {
         self.invalidate()
     }
 
-    /// Stops recording; what was recorded stays available. Any thread.
+    /// Stops recording; what was recorded stays available, with the slices still open (a run in progress) ended
+    /// now. Any thread.
     public func invalidate() {
-        self.state.withLock { $0.isRecording = false }
+        let now = self.loop.now
+        self.state.withLock { state in
+            guard state.isRecording else { return }
+            while !state.openSlices.isEmpty {
+                state.end("stopped", at: now)
+            }
+            state.isRecording = false
+        }
         for observer in self.observers {
             observer.invalidate()
         }
@@ -95,7 +103,8 @@ public final class LoopTracer: Sendable {
 
     /// The trace as Trace Event Format JSON (`{"traceEvents": [...]}`). Any thread.
     ///
-    /// Slices still open (a run in progress) are closed at the time of the call, so the JSON always nests.
+    /// Slices still open (a run in progress, while recording) are closed at the time of the call, so the JSON always
+    /// nests.
     public func json() -> String {
         let (events, openSlices) = self.state.withLock { ($0.events, $0.openSlices) }
         let now = self.loop.now

@@ -445,6 +445,96 @@ struct HitchMonitorTests {
         #expect(monitor.report.hangs == 1)
         #expect(monitor.report.longestBusyPass == .milliseconds(300))
     }
+
+    /// A run nested in a watched mode, from a callback of a mode the monitor does not watch, returns to that callback
+    /// with no busy stretch open: the unwatched run's sleep after it is not counted in the next watched stretch.
+    @Test func aWatchedRunNestedInAnUnwatchedModeLeavesNoStretchOpen() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop, hangThreshold: .milliseconds(250))  // default and tracking
+        let modal = LoopMode("modal")
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            loop.run(mode: .default, before: loop.now + .milliseconds(1))
+        }, forMode: modal)
+        loop.add(LoopTimer(interval: .seconds(2)) { _ in }, forMode: modal)  // the modal run then sleeps ~2 s
+        #expect(loop.run(mode: modal, before: .distantFuture) == .finished)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(50)) == .timedOut)
+        #expect(monitor.report.hangs == 0)
+        #expect(monitor.report.longestBusyPass < .milliseconds(250))
+    }
+
+    /// Frames of a run nested in a hang handler are not charged as hitches after the sleep that follows: the
+    /// monitor's observer is not re-entered, so no busy stretch of that run ends for them.
+    @Test func framesOfARunNestedInAHangHandlerAreNotChargedAsHitches() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop, hangThreshold: .milliseconds(250))
+        var count = 0
+        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { link, _ in
+            count += 1
+            clock.advance(by: count == 5 ? .milliseconds(300) : .milliseconds(1))  // frame 5: a hang, one hitch
+            if count == 40 { link.invalidate() }
+        }
+        let nestedFrames = Recorder<Int>()
+        monitor.onHang { [weak monitor] _ in
+            let before = monitor?.report.frames ?? 0
+            loop.run(mode: .default, before: loop.now + .milliseconds(100))  // an alert, say; the link ticks in it
+            nestedFrames.append((monitor?.report.frames ?? 0) - before)
+        }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .common)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(monitor.report.hangs == 1)
+        #expect(try #require(nestedFrames.elements.first) > 5)
+        #expect(monitor.report.hitches == 1)
+    }
+
+    /// The hitch ratio is taken over the time the link ticked: time paused does not dilute it.
+    @Test func timePausedIsNotCountedInTheFrameSpan() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        var count = 0
+        var frameDuration = Duration.zero
+        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { link, frame in
+            count += 1
+            frameDuration = frame.duration
+            clock.advance(by: .milliseconds(1))
+            if count == 10 { link.isPaused = true }
+            if count == 20 { link.invalidate() }
+        }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(9)) { _ in link.isPaused = false }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        let report = monitor.report
+        #expect(report.frames == 20)
+        #expect(report.skippedFrames == 0)
+        // 20 frames of 8.333 ms (each frame a grid point to the next, whole nanoseconds, so give or take a few).
+        #expect(report.frameSpan >= frameDuration * 20 - .nanoseconds(20))
+        #expect(report.frameSpan <= frameDuration * 20 + .nanoseconds(20))
+    }
+
+    /// `reset()` forgets the busy stretch under way up to the reset: what follows it is measured on its own.
+    @Test func resetInsideABusyStretchMeasuresItFromTheReset() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop, hangThreshold: .milliseconds(250))
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            clock.advance(by: .milliseconds(300))
+            monitor.reset()
+            clock.advance(by: .milliseconds(10))
+        }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(monitor.report.hangs == 0)
+        #expect(monitor.report.busyPasses == 1)
+        #expect(monitor.report.longestBusyPass == .milliseconds(10))
+    }
 }
 
 @Suite("Display links on the real clock", .serialized, .timeLimit(.minutes(1)))

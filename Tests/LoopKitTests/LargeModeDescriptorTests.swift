@@ -836,6 +836,31 @@ struct LargeModeDescriptorTests {
         #expect(try #require(firedAt.elements.first) >= due)
         #expect(events.elements == ["timer"])  // woken by its timer, not by the watchdog
     }
+
+    /// A source on the number of the mode's own epoll set (its descriptor was closed without a cancel, and the set,
+    /// made after, got the number) is reported `invalid` and cancelled, instead of being called with the set's
+    /// readiness, and the loop goes on sleeping in the set.
+    @Test func aSourceOnTheNumberOfItsModesEpollSetIsReportedInvalidAndCancelled() throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        let (pipe, reads) = try self.addPipeReader(to: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        try loop.sleepOnceInEpoll()
+        let setNumber = try #require(loop.epollRegistry()?.descriptor)
+        let reports = Recorder<DescriptorEvents>()
+        let stale = LoopDescriptorSource(descriptor: setNumber, events: .readable) { _, events in
+            reports.append(events)
+        }
+        loop.add(stale, forMode: .default)
+        pipe.write("a")  // makes the set readable: a poll of its number would call the stale source
+        try loop.runBriefly { reads.elements == ["a"] }
+        #expect(reports.elements == [.invalid])
+        #expect(!stale.isValid)
+        pipe.write("b")
+        try loop.runBriefly { reads.elements == ["a", "b"] }
+        #expect(loop.epollRegistry()?.descriptor == setNumber)  // the same set, slept in
+        #expect(reports.elements == [.invalid])
+    }
 }
 
 /// A poller that makes the loop's polls (ppoll) and records the timeout of each. Loop thread only.

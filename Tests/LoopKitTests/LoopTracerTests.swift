@@ -29,6 +29,27 @@ struct LoopTracerTests {
         #expect(stack.isEmpty)
     }
 
+    /// A tracer invalidated mid-run ends its open slices then, not whenever `json()` is called later.
+    @Test func invalidatingMidRunEndsTheOpenSlicesAtThatTime() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let tracer = LoopTracer(loop: loop)
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            clock.advance(by: .milliseconds(1))
+            tracer.invalidate()
+            clock.advance(by: .milliseconds(1))
+        }, forMode: .default)
+        #expect(loop.run(mode: .default, before: .distantFuture) == .finished)
+        clock.advance(by: .seconds(60))
+        let events = try self.events(tracer)
+        self.expectWellNested(events)
+        let ends = events.filter { $0["ph"] as? String == "E" }
+        #expect(Set(ends.compactMap { $0["name"] as? String }).isSuperset(of: ["run default", "pass", "timer"]))
+        let times = events.compactMap { $0["ts"] as? Double }
+        #expect(times.max() == 11_000)  // µs from the tracer's creation: when it was invalidated
+    }
+
     @Test func theTraceIsTraceEventJSONWithNestedRunsPassesSleepsAndCallouts() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)

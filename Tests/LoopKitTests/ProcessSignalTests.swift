@@ -285,6 +285,51 @@ struct ProcessSignalTests {
         #expect(!source.isValid)
     }
 
+    /// A signal taken while a `LoopThread`'s final drain runs blocks reaches the handler while the loop still takes
+    /// work: a block the handler queues runs, where after the end `perform` would trap.
+    @Test func aHandlerCalledInAFinalDrainMayStillQueueWork() throws {
+        let saved = Self.ignoreSIGUSR2()
+        defer { Self.restoreSIGUSR2(saved) }
+        let thread = try LoopThread(name: "drain-signal")
+        let trace = Recorder<String>()
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { count in
+            trace.append("handler \(count)")
+            thread.loop.perform { trace.append("block queued by the handler") }
+        }
+        thread.perform {
+            thread.shutdown()
+            thread.perform {  // runs in the thread's final drain, whose waits are over
+                var set = sigset_t()
+                sigemptyset(&set)
+                sigaddset(&set, SIGUSR2)
+                pthread_sigmask(SIG_UNBLOCK, &set, nil)
+                pthread_kill(pthread_self(), SIGUSR2)  // taken by this thread before pthread_kill returns
+                trace.append("final block")
+            }
+        }
+        thread.join()
+        #expect(trace.elements == ["final block", "handler 1", "block queued by the handler"])
+        #expect(!source.isValid)
+    }
+
+    /// Removing a listener hands back the deliveries counted for it and not taken, so that a caller can still pass
+    /// them on; a second removal returns none.
+    @Test func removingAListenerReturnsItsUntakenDeliveries() throws {
+        let saved = Self.ignoreSIGUSR2()
+        defer { Self.restoreSIGUSR2(saved) }
+        let pipe = try WakeupPipe()
+        let ticket = try ProcessSignals.install(SIGUSR2, notifying: pipe)
+        for _ in 0..<2 {
+            ProcessSignals.raiseInProcess(SIGUSR2)
+            var watch = pollfd(fd: pipe.readEnd, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&watch, 1, 10_000) == 1)  // the handler may run on another thread after `kill` returns
+            pipe.drain()
+        }
+        #expect(ProcessSignals.uninstall(SIGUSR2, ticket: ticket) == 2)
+        #expect(ProcessSignals.uninstall(SIGUSR2, ticket: ticket) == 0)
+        #expect(ProcessSignals.takeCount(SIGUSR2, ticket: ticket) == 0)
+    }
+
     @Test func aSignalThatInterruptsTheSleepIsNotAWakeUp() throws {
         final class Shared: @unchecked Sendable {
             var loop: Loop?

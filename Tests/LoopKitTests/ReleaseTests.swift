@@ -238,6 +238,29 @@ struct ReleaseTests {
         }
         return weakLoop == nil
     }
+
+    /// A source whose `events` change after it left its last mode is listed for the waiter; a loop that then sleeps
+    /// on its futex (a `LoopThread` whose mode has no descriptor sources left) still lets go of it, and of its handler.
+    @Test func aSourceChangedAfterLeavingItsLastModeIsReleasedByALoopSleepingOnItsFutex() throws {
+        let thread = try LoopThread(name: "futex-release")
+        defer { thread.shutdownAndJoin() }
+        let pipe = try TestPipe()
+        let weakPayload = LoopLock<WeakPayload?>(nil)
+        thread.perform {
+            let payload = Payload()
+            weakPayload.withLock { $0 = WeakPayload(payload) }
+            let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in _ = payload }
+            thread.loop.add(source, forMode: .default)
+            thread.loop.perform {  // a later pass: the source has been in a wait
+                thread.loop.remove(source, forMode: .default)
+                source.events = []
+            }
+        }
+        #expect(waitUntil(limit: .seconds(20)) {
+            weakPayload.withLock { $0 != nil && $0?.payload == nil }
+        })
+        withExtendedLifetime(pipe) {}
+    }
 }
 
 /// A weak reference to a payload, for counting the survivors.

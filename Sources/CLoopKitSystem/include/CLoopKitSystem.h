@@ -104,8 +104,9 @@ int cloopkit_signal_install(int signo, int write_fd);
 
 /// Removes the listener with `ticket` (once; a later call does nothing); the last listener of `signo` gives it back
 /// the disposition it had before the first. Returns once no handler call can still write to the listener's
-/// descriptor, so the caller may close it.
-void cloopkit_signal_uninstall(int signo, int ticket);
+/// descriptor, so the caller may close it, with the deliveries counted for the listener and not taken (0 for a later
+/// call): none is counted after it returns.
+uint64_t cloopkit_signal_uninstall(int signo, int ticket);
 
 /// The deliveries of `signo` counted for the listener with `ticket` since the last call; 0 once it is removed, even
 /// when a new listener has its slot.

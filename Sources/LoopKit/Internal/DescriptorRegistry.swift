@@ -34,6 +34,9 @@ final class DescriptorRegistry {
         /// and the loop never sleeps while it is watched, as with ppoll), or a closed number. Not tried again until a
         /// source joins on the number.
         var isRefused: Bool
+        /// Whether the number is one of the waiter's own now (its pipe, its timer, or the epoll set itself, made after
+        /// the close): the sources' descriptor was closed without a cancel. Reported `invalid`, never polled.
+        var isTakenByWaiter = false
     }
 
     private var epoll: EpollSet
@@ -49,6 +52,8 @@ final class DescriptorRegistry {
     private(set) var hasFailed = false
     /// The numbers epoll refused, whose sources every wait polls itself.
     private var refusedNumbers: Set<CInt> = []
+    /// The refused numbers that are the waiter's own (`Registration.isTakenByWaiter`).
+    private var numbersTakenByWaiter: Set<CInt> = []
     /// Every registered number, in the order the sweep visits them, and where it is; remade when numbers come or go.
     private var sweepNumbers: [CInt] = []
     private var sweepCursor = 0
@@ -148,7 +153,7 @@ final class DescriptorRegistry {
     ///   their readiness), and everything about the refused ones.
     func appendDirectlyPolled(into sources: inout [LoopDescriptorSource], sweeping count: Int, every interval: Int)
         -> Int {
-        for number in self.refusedNumbers {
+        for number in self.refusedNumbers where !self.numbersTakenByWaiter.contains(number) {
             sources.append(contentsOf: self.registrations[number]?.sources ?? [])
         }
         let firstSwept = sources.count
@@ -176,6 +181,21 @@ final class DescriptorRegistry {
         return firstSwept
     }
 
+    /// Appends, as `invalid`, the sources whose number the waiter has taken for its own (their descriptor was closed
+    /// without a cancel): polling the number would report the waiter's file as theirs. The loop cancels each.
+    ///
+    /// - Returns: Whether it appended any: the wait then reports them at once, without sleeping.
+    func appendSourcesOnWaiterNumbers(into ready: inout [(LoopDescriptorSource, DescriptorEvents)]) -> Bool {
+        guard !self.numbersTakenByWaiter.isEmpty else { return false }
+        let start = ready.count
+        for number in self.numbersTakenByWaiter {
+            for source in self.registrations[number]?.sources ?? [] {
+                ready.append((source, .invalid))
+            }
+        }
+        return ready.count > start
+    }
+
     /// Makes the next wait sweep every number, unless a sweep cycle's worth of waits has not passed since the last
     /// full one (a loop run again and again, as `while run(…, returnAfterSourceHandled: true)` does, would otherwise
     /// look at every descriptor each time).
@@ -199,6 +219,7 @@ final class DescriptorRegistry {
         guard let registration else {
             if self.registrations.removeValue(forKey: descriptor) != nil { self.isSweepStale = true }
             self.refusedNumbers.remove(descriptor)
+            self.numbersTakenByWaiter.remove(descriptor)
             return
         }
         if self.registrations.updateValue(registration, forKey: descriptor) == nil { self.isSweepStale = true }
@@ -206,6 +227,11 @@ final class DescriptorRegistry {
             self.refusedNumbers.insert(descriptor)
         } else {
             self.refusedNumbers.remove(descriptor)
+        }
+        if registration.isTakenByWaiter {
+            self.numbersTakenByWaiter.insert(descriptor)
+        } else {
+            self.numbersTakenByWaiter.remove(descriptor)
         }
     }
 
@@ -291,11 +317,14 @@ final class DescriptorRegistry {
     /// Adds `descriptor` to epoll, watching what its sources ask for.
     private func enter(_ descriptor: CInt, _ registration: inout Registration) {
         registration.events = Self.union(of: registration.sources)
-        guard !self.epoll.ownDescriptors.contains(descriptor) else {
+        registration.isTakenByWaiter = false
+        guard !self.epoll.ownDescriptors.contains(descriptor), descriptor != self.epoll.descriptor else {
             // A number the waiter uses itself: the source's descriptor was closed without a cancel and the loop's
-            // pipe or timer got its number. Polled directly, so that the waiter's own registration is never changed
-            // or removed with the source.
+            // pipe, its timer or this epoll set (made lazily, or anew) got its number. Never registered, so that the
+            // waiter's own registration is not changed or removed with the source, and never polled, which would
+            // report the waiter's file: reported `invalid`, as poll reports a closed number.
             registration.isRefused = true
+            registration.isTakenByWaiter = true
             return
         }
         switch self.epoll.add(descriptor, watching: registration.events) {

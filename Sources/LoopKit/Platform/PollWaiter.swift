@@ -272,6 +272,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         if channel == .futex, let deadline, let futex = self.futex {
             if !self.registries.isEmpty {
                 _ = self.registry(forWaitingIn: items)  // a large mode left with no descriptors lets go of its set
+            } else {
+                // A source whose events changed after it left its last mode is listed still: let go of it here too.
+                self.applyNewEvents()
             }
             return self.sleep(on: futex, until: deadline)
         }
@@ -313,6 +316,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             // The sources epoll refused and those it reports come from two polls, each in its own order. (No source
             // comes twice: a number is either refused or registered, and `collectReady` reports each number once.)
             ready.sortInCallOrder(from: start)
+        }
+        if registry.appendSourcesOnWaiterNumbers(into: &ready) {
+            return WaitOutcome()  // closes to report: no sleep
         }
         if firstSwept < direct.count {
             // The sweep is a look of its own, without waiting: in the sleep, each swept socket would join a wait

@@ -28,8 +28,11 @@ enum ProcessSignals {
     ///
     /// Returns once no handler call can still write to the listener's pipe (one already running on another thread is
     /// waited for), so the pipe may be closed and its descriptor numbers reused.
-    static func uninstall(_ number: CInt, ticket: CInt) {
-        cloopkit_signal_uninstall(number, ticket)
+    ///
+    /// - Returns: The deliveries counted for the listener and not taken (0 from a second call): none is counted after.
+    @discardableResult
+    static func uninstall(_ number: CInt, ticket: CInt) -> Int {
+        Int(cloopkit_signal_uninstall(number, ticket))
     }
 
     /// The deliveries of `number` counted for the listener with `ticket` since the last call; 0 once it is removed,
