@@ -4,19 +4,25 @@
 /// at `entry` and `afterWaiting`, starts a busy stretch; one, ordered last, at `beforeWaiting` and `exit`, ends it.
 /// Attached to a display link, it also checks each frame: the frame's work is the busy stretch in which the link's
 /// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much.
-/// Its cost is a clock read and a lock per observer call.
+/// Its cost is a clock read and a lock per observer call. The loop also tells it of every sleep, in any mode: a run of a
+/// mode it does not watch, nested in a callback of one it watches, ends the stretch when it sleeps and starts it again
+/// when it wakes, so that its sleep is not counted busy, and its work is.
 ///
 /// Every member is safe from any thread. Hang handlers run on the loop's thread, at the end of the busy stretch; the
 /// time they take, a run of the loop nested in one included, counts in no busy stretch.
 public final class HitchMonitor: Sendable {
-    private struct State {
+    struct State {
         var report = HitchReport()
         var busySince: LoopInstant?
         var pendingTargets: [LoopInstant] = []
         var isWatching = true
-        /// Whether a frame was seen since the monitor began or was reset: the first one's skipped frames were not
-        /// in the span measured.
-        var hasSeenFrame = false
+        /// The first frame's timestamp since the monitor began or was reset: the span starts there.
+        var firstTimestamp: UInt64?
+        /// The end of the time the frames seen so far cover (`addToFrameSpan`).
+        var coveredUntil: UInt64 = 0
+        /// Set while hang handlers run: what a run of the loop nested in one does (busy stretches, frames) counts in
+        /// nothing.
+        var isCallingHangHandlers = false
         var hangHandlers: [@Sendable (HangEvent) -> Void] = []
     }
 
@@ -52,6 +58,11 @@ public final class HitchMonitor: Sendable {
         }
         self.observers = observers
         box.monitor = self
+        // Told of every sleep, in every mode, too: see `loopWillSleep`.
+        loop.onLoopThread { [weak self] loop in
+            guard let self, self.state.withLock({ $0.isWatching }) else { return }  // invalidated or freed before
+            loop.attach(self)
+        }
         for observer in observers {
             for mode in modes {
                 loop.add(observer, forMode: mode)
@@ -88,7 +99,8 @@ public final class HitchMonitor: Sendable {
         self.state.withLock { state in
             state.report = HitchReport()
             state.pendingTargets = []
-            state.hasSeenFrame = false
+            state.firstTimestamp = nil
+            state.coveredUntil = 0
             if state.busySince != nil {
                 state.busySince = now  // a stretch under way counts from here
             }
@@ -107,6 +119,10 @@ public final class HitchMonitor: Sendable {
         for observer in self.observers {
             observer.invalidate()
         }
+        let identity = ObjectIdentifier(self)
+        self.loop.onLoopThread { loop in
+            loop.detachMonitor(identity)
+        }
     }
 
     deinit {
@@ -117,14 +133,37 @@ public final class HitchMonitor: Sendable {
 
     private func busyStarts(entering: Bool) {
         let now = self.loop.now
-        // An outermost run starts afresh: a stretch left open by a nested run that returned to a mode the monitor
-        // does not watch (where no `beforeWaiting` ended it) must not reach back over the sleeps since.
+        // An outermost run starts afresh: nothing before it can still be busy.
         let isOutermostEntry = entering && self.loop.runningModes.count == 1
         self.state.withLock { state in
+            guard !state.isCallingHangHandlers else { return }
             if state.busySince == nil || isOutermostEntry {
                 state.busySince = now
             }
         }
+    }
+
+    private func busyEnds(exiting: Bool) {
+        // The loop's own depth, not one counted from the monitor's creation: a monitor made inside a callback, or
+        // from another thread while the loop runs, starts in the middle of a run. `exit` comes before the run leaves.
+        // Leaving a nested run returns to a callback of the run around it: still busy if a run the monitor watches is
+        // on the stack (whatever the mode of the one around it: its next sleep ends the stretch, `loopWillSleep`).
+        let runningModes = self.loop.runningModes
+        let staysBusy = exiting && runningModes.dropLast().contains(where: self.watches)
+        self.endStretch(staysBusy: staysBusy)
+    }
+
+    /// The loop is about to sleep, in any mode. In a mode the monitor watches, `beforeWaiting` has ended the stretch
+    /// already; in another, nested in a watched run's callback, this ends it, so that the sleep is not counted busy.
+    func loopWillSleep() {
+        self.endStretch(staysBusy: false)
+    }
+
+    /// The loop has woken, in any mode: busy again if a run the monitor watches is on the stack (in a watched mode,
+    /// `afterWaiting` starts the same stretch).
+    func loopDidWake() {
+        guard self.loop.runningModes.contains(where: self.watches) else { return }
+        self.busyStarts(entering: false)
     }
 
     /// Whether the monitor's observers are in `mode` (the common modes expanded). Loop thread.
@@ -132,16 +171,14 @@ public final class HitchMonitor: Sendable {
         self.observers.first.map { $0.modes.contains(mode) } ?? false
     }
 
-    private func busyEnds(exiting: Bool) {
+    /// Ends the busy stretch under way, if any: counts it, judges the frames that ran in it, and calls the hang
+    /// handlers if it was a hang. `staysBusy`: the loop goes on working (a nested run returned to a callback), so a
+    /// stretch starts again at once.
+    private func endStretch(staysBusy: Bool) {
         let now = self.loop.now
         let mode = self.loop.currentMode ?? .default
-        // The loop's own depth, not one counted from the monitor's creation: a monitor made inside a callback, or
-        // from another thread while the loop runs, starts in the middle of a run. `exit` comes before the run leaves.
-        // Leaving a nested run returns to the outer run's callback, busy, unless the outer run is in a mode the
-        // monitor does not watch: no observer of its would end that stretch before the loop sleeps there.
-        let runningModes = self.loop.runningModes
-        let isNested = exiting && runningModes.count > 1 && self.watches(runningModes[runningModes.count - 2])
         let (hang, handlers) = self.state.withLock { state -> (HangEvent?, [@Sendable (HangEvent) -> Void]) in
+            guard !state.isCallingHangHandlers else { return (nil, []) }
             var hang: HangEvent?
             if let start = state.busySince {
                 let busy = now - start
@@ -157,22 +194,21 @@ public final class HitchMonitor: Sendable {
                 state.report.totalHitchTime += now - target
             }
             state.pendingTargets.removeAll(keepingCapacity: true)
-            state.busySince = isNested ? now : nil
+            state.busySince = staysBusy ? now : nil
+            state.isCallingHangHandlers = hang != nil
             return (hang, hang == nil ? [] : state.hangHandlers)
         }
         guard let hang else { return }
         for handler in handlers {
             handler(hang)
         }
-        // A handler that ran the loop nested saw that run's own busy stretches begin and end; what follows this
-        // observer is what followed it before the handlers ran: a sleep or the run's exit (nothing busy), or the rest
-        // of the outer callback (busy from now).
-        // Frames that ran in such a run are not judged: this observer is not re-entered, so no busy stretch of that
-        // run ended for them, and the next one to end (after a sleep) would charge each as a hitch.
+        // Nothing a handler did counts (a run of the loop nested in one, its frames included: see
+        // `isCallingHangHandlers`); what follows is what followed before the handlers ran: a sleep or the run's exit
+        // (nothing busy), or the rest of a callback (busy from now).
         let resumed = self.loop.now
         self.state.withLock { state in
-            state.busySince = isNested ? resumed : nil
-            state.pendingTargets.removeAll(keepingCapacity: true)
+            state.isCallingHangHandlers = false
+            state.busySince = staysBusy ? resumed : nil
         }
     }
 
@@ -190,16 +226,36 @@ public final class HitchMonitor: Sendable {
             guard state.isWatching else { return false }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
-            // The frames' own time: a frame's budget for each frame seen and each one skipped since the last seen,
-            // so that time paused (or before the first frame) is not taken for time ticking.
-            let framesCovered = state.hasSeenFrame ? frame.skippedFrames + 1 : 1
-            state.hasSeenFrame = true
-            state.report.frameSpan += frame.duration * framesCovered
-            if isWatchedMode {
+            state.addToFrameSpan(frame)
+            if isWatchedMode && !state.isCallingHangHandlers {
                 state.pendingTargets.append(frame.targetTimestamp)
             }
             return true
         }
+    }
+}
+
+extension HitchMonitor.State {
+    /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames, to its target,
+    /// less what earlier frames (of any attached link) covered. So time paused, when a resumed link's first frame
+    /// counts no skipped frames, is left out, and so is the time before the monitor's first frame.
+    mutating func addToFrameSpan(_ frame: DisplayFrame) {
+        let timestamp = frame.timestamp.nanoseconds
+        let target = frame.targetTimestamp.nanoseconds
+        let (skippedTime, overflow) = (target &- timestamp).multipliedReportingOverflow(
+            by: UInt64(max(0, frame.skippedFrames)))
+        var from = timestamp - min(overflow ? .max : skippedTime, timestamp)
+        if let first = self.firstTimestamp {
+            from = max(from, first)
+        } else {
+            self.firstTimestamp = timestamp
+            from = timestamp
+        }
+        from = max(from, self.coveredUntil)
+        if target > from {
+            self.report.frameSpan += .nanoseconds(Int64(clamping: target - from))
+        }
+        self.coveredUntil = max(self.coveredUntil, target)
     }
 }
 

@@ -215,6 +215,8 @@ extension Loop {
             self.look(in: items, into: &ready)  // a nested run took work the outer pass did not reach
             return false
         }
+        self.tellMonitors(isWaking: false)
+        defer { self.tellMonitors(isWaking: true) }
         while true {
             let wake = min(self.nextTimerWake(in: items) ?? .distantFuture, deadline)
             let preferredChannel = self.waiter.wakeUpChannel(forWaitingIn: items, until: wake)

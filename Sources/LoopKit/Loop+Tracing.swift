@@ -60,6 +60,45 @@ extension Loop {
     }
 }
 
+extension Loop {
+    /// Adds `monitor` to the monitors told of every sleep. Loop thread.
+    func attach(_ monitor: HitchMonitor) {
+        self.monitors.append(AttachedMonitor(monitor: monitor))
+    }
+
+    /// Takes the monitor `identity` names out of the monitors told of sleeps (by identity alone, as `detachTracer`).
+    /// Loop thread.
+    func detachMonitor(_ identity: ObjectIdentifier) {
+        self.monitors.removeAll { $0.identity == identity }
+    }
+
+    /// Tells the attached monitors that the loop is about to sleep (`isWaking` false) or has woken (true), in any
+    /// mode: a run of a mode a monitor does not watch, nested in a callback of one it does, sleeps without its
+    /// observers. Loop thread.
+    func tellMonitors(isWaking: Bool) {
+        guard self.mayHaveMonitor else { return }
+        // The list as it is now: a hang handler called from here may attach or detach one.
+        for monitor in self.monitors.compactMap(\.monitor) {
+            if isWaking {
+                monitor.loopDidWake()
+            } else {
+                monitor.loopWillSleep()
+            }
+        }
+    }
+}
+
+/// A hitch monitor attached to a loop, held weakly, with an identity that outlives it (see `AttachedTracer`).
+struct AttachedMonitor {
+    weak var monitor: HitchMonitor?
+    let identity: ObjectIdentifier
+
+    init(monitor: HitchMonitor) {
+        self.monitor = monitor
+        self.identity = ObjectIdentifier(monitor)
+    }
+}
+
 /// A tracer attached to a loop, held weakly, with an identity that outlives it so that it can be detached after it
 /// was freed.
 struct AttachedTracer {

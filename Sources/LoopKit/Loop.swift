@@ -88,6 +88,12 @@ public final class Loop: @unchecked Sendable {
     /// Whether `tracers` was not empty when last assigned: a callout without a tracer reads this flag instead of the
     /// list, whose weak references are calls into the runtime. Loop thread.
     @exclusivity(unchecked) var mayHaveTracer = false
+    /// The hitch monitors told of every sleep, in every mode (weak, as `tracers`). Loop thread.
+    var monitors: [AttachedMonitor] = [] {
+        didSet { self.mayHaveMonitor = !self.monitors.isEmpty }
+    }
+    /// Whether `monitors` was not empty when last assigned (see `mayHaveTracer`). Loop thread.
+    @exclusivity(unchecked) var mayHaveMonitor = false
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
     @exclusivity(unchecked) var dueTimersScratch: [TimerEntry] = []
     /// The buffer a pass collects its ready descriptor sources in, kept empty between passes so that a callout
@@ -304,6 +310,7 @@ public final class Loop: @unchecked Sendable {
         self.shutDown()
         let (dropped, lastRound) = self.runFinalDrain(finalDrain)
         self.tracers = []
+        self.monitors = []
         self.calloutsAfterTeardown = []
         // Only this loop's items: no other loop can have adopted one yet (`bind` waits for `letGoOfItems`, and refuses
         // before the end), but an item's tie is the one authority on where it belongs.

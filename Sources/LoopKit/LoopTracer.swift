@@ -82,8 +82,10 @@ public final class LoopTracer: Sendable {
         let now = self.loop.now
         self.state.withLock { state in
             guard state.isRecording else { return }
+            // Not before the last event: the loop's thread may have read a later time and recorded since `now`.
+            let end = max(now, state.events.last?.time ?? now)
             while !state.openSlices.isEmpty {
-                state.end("stopped", at: now)
+                state.end("stopped", at: end)
             }
             state.isRecording = false
         }

@@ -465,6 +465,25 @@ struct HitchMonitorTests {
         #expect(monitor.report.longestBusyPass < .milliseconds(250))
     }
 
+    /// A run of an unwatched mode nested in a watched run's callback sleeps without the monitor's observers: its
+    /// sleep ends the busy stretch (no hang), and the work after it, back in the callback, is a stretch of its own.
+    @Test func aSleepOfAnUnwatchedRunNestedInAWatchedCallbackIsNotBusyAndTheWorkAfterItIs() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop, hangThreshold: .milliseconds(250))  // default and tracking
+        let modal = LoopMode("modal")
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: modal)
+        loop.add(LoopTimer(interval: .milliseconds(10)) { _ in
+            clock.advance(by: .milliseconds(5))
+            #expect(loop.run(mode: modal, before: loop.now + .seconds(2)) == .timedOut)  // asleep for 2 s
+            clock.advance(by: .milliseconds(300))  // then a hang, in the default callback
+        }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(monitor.report.hangs == 1)
+        #expect(monitor.report.longestBusyPass == .milliseconds(300))
+    }
+
     /// Frames of a run nested in a hang handler are not charged as hitches after the sleep that follows: the
     /// monitor's observer is not re-entered, so no busy stretch of that run ends for them.
     @Test func framesOfARunNestedInAHangHandlerAreNotChargedAsHitches() throws {

@@ -837,6 +837,38 @@ struct LargeModeDescriptorTests {
         #expect(events.elements == ["timer"])  // woken by its timer, not by the watchdog
     }
 
+    /// A source on the number of another mode's epoll set is reported `invalid` and cancelled, whether its own mode
+    /// polls its descriptors (small) or registers them in a set of its own (large): polled or registered, the number
+    /// would report the other set's readiness, here a descriptor left readable, on every pass.
+    @Test(arguments: [false, true])
+    func aSourceOnTheNumberOfAnotherModesEpollSetIsReportedInvalidAndCancelled(ownModeIsLarge: Bool) throws {
+        let loop = try DescriptorWaitPath.epoll.makeLoop()
+        defer { loop.invalidate() }
+        let waiter = try #require(loop.pollWaiter)
+        waiter.largeModeThreshold = ownModeIsLarge ? 1 : 3
+        let trackingPipes = try (0..<3).map { _ in try TestPipe() }
+        for pipe in trackingPipes {
+            loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .tracking)
+        }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .tracking)
+        try loop.sleepOnceInEpoll(mode: .tracking)
+        let trackingSet = try #require(loop.epollRegistry(of: .tracking)?.descriptor)
+        trackingPipes[0].write("never read")  // the tracking set stays readable
+
+        let (pipe, reads) = try self.addPipeReader(to: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let reports = Recorder<DescriptorEvents>()
+        let stale = LoopDescriptorSource(descriptor: trackingSet, events: .readable) { _, events in
+            reports.append(events)
+        }
+        loop.add(stale, forMode: .default)
+        pipe.write("a")
+        try loop.runBriefly { reads.elements == ["a"] }
+        #expect(reports.elements == [.invalid])
+        #expect(!stale.isValid)
+        #expect((loop.epollRegistry(of: .default) != nil) == ownModeIsLarge)
+    }
+
     /// A source on the number of the mode's own epoll set (its descriptor was closed without a cancel, and the set,
     /// made after, got the number) is reported `invalid` and cancelled, instead of being called with the set's
     /// readiness, and the loop goes on sleeping in the set.

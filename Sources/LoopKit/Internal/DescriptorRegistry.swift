@@ -40,6 +40,7 @@ final class DescriptorRegistry {
     }
 
     private var epoll: EpollSet
+    private let isWaiterNumber: (CInt) -> Bool
     private var registrations: [CInt: Registration] = [:]
     private var needsRebuild = false
     /// The numbers of the last collect, reused so that collecting allocates nothing: those reported (a number
@@ -72,9 +73,14 @@ final class DescriptorRegistry {
     /// Registers `sources`, and the waiter's own descriptors (`waiterDescriptors`: its wake-up pipe and deadline
     /// timer) as the set's own, so that a wait can sleep in the epoll set itself; `nil` where there is no epoll or no
     /// descriptor left (the mode keeps ppoll). Check `hasFailed` after: epoll may refuse the sources.
-    init?(sources: [LoopDescriptorSource], waiterDescriptors: [CInt] = []) {
+    ///
+    /// `isWaiterNumber` names the waiter's other descriptors (its pipe's write end, other modes' epoll sets): a source
+    /// on one of those is reported `invalid` too, as on the set's own.
+    init?(sources: [LoopDescriptorSource], waiterDescriptors: [CInt] = [],
+          isWaiterNumber: @escaping (CInt) -> Bool = { _ in false }) {
         guard let epoll = EpollSet() else { return nil }
         self.epoll = epoll
+        self.isWaiterNumber = isWaiterNumber
         self.addOwn(waiterDescriptors)
         for source in sources where !self.hasFailed {
             self.add(source)
@@ -193,6 +199,7 @@ final class DescriptorRegistry {
                 ready.append((source, .invalid))
             }
         }
+        ready.sortInCallOrder(from: start)
         return ready.count > start
     }
 
@@ -318,7 +325,8 @@ final class DescriptorRegistry {
     private func enter(_ descriptor: CInt, _ registration: inout Registration) {
         registration.events = Self.union(of: registration.sources)
         registration.isTakenByWaiter = false
-        guard !self.epoll.ownDescriptors.contains(descriptor), descriptor != self.epoll.descriptor else {
+        guard !self.epoll.ownDescriptors.contains(descriptor), descriptor != self.epoll.descriptor,
+              !self.isWaiterNumber(descriptor) else {
             // A number the waiter uses itself: the source's descriptor was closed without a cancel and the loop's
             // pipe, its timer or this epoll set (made lazily, or anew) got its number. Never registered, so that the
             // waiter's own registration is not changed or removed with the source, and never polled, which would

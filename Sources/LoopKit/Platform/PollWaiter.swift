@@ -66,6 +66,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     // `@exclusivity(unchecked)`: touched by every wait, on the loop's thread only, never across a callout (see the
     // note in `Loop`).
     @exclusivity(unchecked) private var polledSources: [LoopDescriptorSource] = []
+    /// The sources `setUpPoll` left out because their number is the waiter's own (`isOwnNumber`).
+    @exclusivity(unchecked) private var sourcesOnOwnNumbers: [LoopDescriptorSource] = []
     /// Where the swept sources of a large mode's wait begin in `polledSources`.
     @exclusivity(unchecked) private var firstSweptSource = 0
     @exclusivity(unchecked) private var directlyPolledScratch: [LoopDescriptorSource] = []
@@ -285,6 +287,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             return self.wait(on: registry, until: deadline, deadlineTimer: deadlineTimer, into: &ready)
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: items.descriptorSources)
+        if self.reportSourcesOnOwnNumbers(into: &ready) {
+            return WaitOutcome()
+        }
         if !items.descriptorSources.isEmpty {
             self.offerProcessorIfServing(before: deadline)
         }
@@ -305,6 +310,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         deadlineTimer: DeadlineTimer?,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> WaitOutcome {
+        if registry.appendSourcesOnWaiterNumbers(into: &ready) {
+            return WaitOutcome()  // closes to report: no sleep (and no sweep taken, to be lost)
+        }
         var direct = self.directlyPolledScratch
         self.directlyPolledScratch = []
         let firstSwept = registry.appendDirectlyPolled(into: &direct, sweeping: Self.sweepCount,
@@ -316,9 +324,6 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             // The sources epoll refused and those it reports come from two polls, each in its own order. (No source
             // comes twice: a number is either refused or registered, and `collectReady` reports each number once.)
             ready.sortInCallOrder(from: start)
-        }
-        if registry.appendSourcesOnWaiterNumbers(into: &ready) {
-            return WaitOutcome()  // closes to report: no sleep
         }
         if firstSwept < direct.count {
             // The sweep is a look of its own, without waiting: in the sleep, each swept socket would join a wait
@@ -341,6 +346,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             return self.wait(inEpollOf: registry, timeoutMilliseconds: timeout, until: deadline, into: &ready)
         }
         self.setUpPoll(deadlineTimer: deadlineTimer, sources: direct[..<firstSwept])
+        if self.reportSourcesOnOwnNumbers(into: &ready) {
+            return WaitOutcome()
+        }
         self.poller.append(registry.descriptor, events: .readable)
         self.offerProcessorIfServing(before: deadline)
         let readyCount = deadline.map { self.sleep(until: $0, on: deadlineTimer) } ?? self.look()
@@ -452,6 +460,10 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             self.poller.append(deadlineTimer.descriptor, events: .readable)
         }
         for source in sources where source.isValid {
+            guard !self.isOwnNumber(source.descriptor) else {
+                self.sourcesOnOwnNumbers.append(source)  // reported `invalid`: polled, it would report the waiter's file
+                continue
+            }
             self.poller.append(source.descriptor, events: source.events)
             self.polledSources.append(source)
         }
@@ -460,6 +472,26 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             self.poller.append(source.descriptor, events: [])  // error, hang-up and invalid are always reported
             self.polledSources.append(source)
         }
+    }
+
+    /// Whether `number` is one of the waiter's own descriptors: its pipe's two ends, its deadline timer, or a large
+    /// mode's epoll set. A source on such a number had its descriptor closed without a cancel, and the waiter, making
+    /// one of these later (an epoll set), got the number.
+    private func isOwnNumber(_ number: CInt) -> Bool {
+        number == self.wakeupPipe.readEnd || number == self.wakeupPipe.writeEnd
+            || number == self.deadlineTimer?.descriptor || self.registries.values.contains { $0.descriptor == number }
+    }
+
+    /// Appends the sources `setUpPoll` found on the waiter's own numbers as `invalid` (the loop then cancels them).
+    ///
+    /// - Returns: Whether there were any: the wait then reports them at once, without sleeping.
+    private func reportSourcesOnOwnNumbers(into ready: inout [(LoopDescriptorSource, DescriptorEvents)]) -> Bool {
+        guard !self.sourcesOnOwnNumbers.isEmpty else { return false }
+        for source in self.sourcesOnOwnNumbers {
+            ready.append((source, .invalid))
+        }
+        self.sourcesOnOwnNumbers.removeAll(keepingCapacity: true)
+        return true
     }
 
     /// Sleeps on the futex until a wake-up or `deadline` (the mode has no descriptors to watch).
@@ -560,8 +592,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         }
         guard count >= self.largeModeThreshold, !self.refusedModes.contains(key) else { return nil }
         let waiterDescriptors = [self.wakeupPipe.readEnd] + (self.deadlineTimer.map { [$0.descriptor] } ?? [])
-        guard let registry = DescriptorRegistry(sources: items.descriptorSources,
-                                                waiterDescriptors: waiterDescriptors) else {
+        // Unowned: the registry lives in `registries`, so never longer than this waiter.
+        guard let registry = DescriptorRegistry(sources: items.descriptorSources, waiterDescriptors: waiterDescriptors,
+                                                isWaiterNumber: { [unowned self] in self.isOwnNumber($0) }) else {
             return nil  // no descriptor left for an epoll set: try again when the mode next sleeps
         }
         guard registry.prepareToSleep() else {
