@@ -141,6 +141,9 @@ extension Loop {
         if returnAfterSourceHandled && sourceHandled {
             return .handledSource
         }
+        if self.hostPassDepth == self.runningModes.count && self.takeStop() {
+            return .stopped  // a host's pass (`LoopHostDriver.dispatch()`), whose deadline is always `now`
+        }
         if self.hasReached(deadline) {
             return .timedOut
         }

@@ -15,7 +15,8 @@
 ///
 /// `descriptor` is an epoll set holding the loop's wake-up channel, a timer armed at the mode's next timer, and the
 /// mode's descriptor sources, so `perform`, `signal()`, timers and ready descriptors all make it readable. Between
-/// `prepare()` and `dispatch()` the loop counts as asleep: other threads wake it through the descriptor. On the main
+/// `prepare()` and `dispatch()` the loop counts as asleep: other threads wake it through the descriptor, and a
+/// `Loop.stop()` made then makes the next `dispatch()` return `.stopped`, as does one made during a pass. On the main
 /// thread's loop, the main queue's source is among the mode's descriptors (in a common mode). Once the loop has ended
 /// (`Loop.invalidate()`), `prepare()` returns `nil`, `descriptor` is never readable again, and `dispatch()` returns
 /// `.finished`: the host sleeps on its own sources, never spins. Linux only (`init` throws elsewhere). Loop thread
@@ -99,25 +100,35 @@ public final class LoopHostDriver {
         }
         self.loop.applyControlMessages()
         let items = self.loop.modeItems(for: self.mode)
+        // Announced before the descriptors and the timers are read: from here on, a change made on another thread
+        // (a source's `events`, a timer moved or added) wakes the host, where before it would be lost. A wait an
+        // earlier prepare() announced, with no dispatch() since (GLib prepares again when its poll woke for other
+        // sources), is announced afresh: what arrived meanwhile must make this answer `.zero` too.
+        guard self.loop.announceHostWait() else {
+            return self.workIsWaiting()  // queued work, a stop or a wake-up
+        }
         guard self.syncRegistrations(with: items) else {
-            return .zero  // epoll refused a descriptor (closed, or a regular file): the pass's look reports it
+            return self.workIsWaiting()  // epoll refused a descriptor (closed, or a regular file): the look reports it
         }
         if self.loop.hasTakenWork(for: self.mode) {
-            return .zero  // blocks or a signal a nested run took and left for this mode: dispatch at once
-        }
-        // A wait an earlier prepare() announced, with no dispatch() since (GLib prepares again when its poll woke for
-        // other sources), is announced afresh: what arrived meanwhile must make this answer `.zero` too.
-        guard self.loop.announceHostWait() else {
-            return .zero  // queued work, a stop or a wake-up: dispatch at once
+            return self.workIsWaiting()  // blocks or a signal a nested run took and left for this mode
         }
         guard let next = self.loop.nextTimerWake(in: items) else {
             _ = self.deadlineTimer?.set(nil)
             return nil
         }
         let now = self.loop.now
-        guard next > now else { return .zero }
+        guard next > now else { return self.workIsWaiting() }
         _ = self.deadlineTimer?.set(next.nanoseconds)
         return next - now
+    }
+
+    /// `prepare()`'s answer when work waits now: `.zero`, with the timer armed at an instant already passed, so that
+    /// `descriptor` is readable too (a host that watches only the descriptor dispatches at once). The next
+    /// `prepare()` re-arms it.
+    private func workIsWaiting() -> Duration {
+        _ = self.deadlineTimer?.set(1)
+        return .zero
     }
 
     /// Runs one pass of the mode without blocking: due timers, ready descriptor sources, signalled sources and
@@ -133,6 +144,11 @@ public final class LoopHostDriver {
             self.quieten()
             return .finished  // its items are gone (`Loop.invalidate()`, or its thread's end)
         }
+        // A stop made for the host's loop (during the pass, or while the host slept) ends this pass `.stopped`: its
+        // deadline, `now`, is no reason to spend it on `.timedOut`.
+        let outerHostPass = self.loop.hostPassDepth
+        self.loop.hostPassDepth = self.loop.runningModes.count + 1
+        defer { self.loop.hostPassDepth = outerHostPass }
         let result = self.loop.run(mode: self.mode, before: self.loop.now)
         if result == .finished && self.loop.isEmpty(self.mode) {
             // The run made no pass, so no look read a wake-up that ended the host's sleep (a `wakeUp()`, work for

@@ -14,7 +14,7 @@ struct HostDriverTests {
     private func hostTurn(_ driver: LoopHostDriver) {
         let timeout = driver.prepare()
         var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
-        let milliseconds = timeout.map { Int32(clamping: ($0.components.seconds * 1000) + 1) } ?? 5_000
+        let milliseconds = timeout.map { Int32(clamping: Int64(($0 / .milliseconds(1)).rounded(.up))) } ?? 5_000
         _ = poll(&watched, 1, milliseconds)
         driver.dispatch()
     }
@@ -62,6 +62,57 @@ struct HostDriverTests {
         producer.join()
         #expect(events.elements == ["timer", "block", "descriptor"])
         #expect(loop.now - start >= .milliseconds(20))
+    }
+
+    /// When `prepare()` answers `.zero`, the descriptor is readable too: a host that watches only the descriptor
+    /// (GLib's `g_unix_fd_add`) dispatches at once, whatever made the answer (queued work, a due timer).
+    @Test func aZeroAnswerMakesTheDescriptorReadable() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let ran = Recorder<String>()
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        loop.perform { ran.append("block") }  // queued while no wait is announced: no wake-up byte is written
+        #expect(driver.prepare() == .zero)
+        #expect(poll(&watched, 1, 0) == 1)
+        driver.dispatch()
+        #expect(ran.elements == ["block"])
+        loop.add(LoopTimer(fireAt: loop.now) { _ in ran.append("timer") }, forMode: .default)  // due now
+        #expect(driver.prepare() == .zero)
+        #expect(poll(&watched, 1, 0) == 1)
+        driver.dispatch()
+        #expect(ran.elements == ["block", "timer"])
+        #expect(driver.prepare() != .zero)
+        #expect(poll(&watched, 1, 0) == 0, "re-armed for the next timer, an hour away")
+        driver.dispatch()
+    }
+
+    /// `Loop.stop()` reaches a host-driven loop: made while the host sleeps on the descriptor (from another thread,
+    /// which wakes it) or during a pass (a callback), it makes that `dispatch()` return `.stopped`, where the pass's
+    /// deadline, `now`, would otherwise spend it on `.timedOut`.
+    @Test func aStopMadeWhileTheHostSleepsOrDuringAPassEndsTheNextDispatchStopped() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let stopper = startThread {
+            _ = waitUntil { loop.isWaiting }  // the host's wait, announced by prepare()
+            loop.stop()
+        }
+        _ = driver.prepare()  // the stop may come before it returns (it then answers `.zero`) or after
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&watched, 1, 20_000) == 1, "the stop wakes the host")
+        stopper.join()
+        #expect(driver.dispatch() == .stopped)
+        #expect(driver.prepare() != .zero, "spent: the next host sleep is an ordinary one")
+        #expect(driver.dispatch() == .timedOut)
+
+        loop.perform { loop.stop() }  // during a pass
+        #expect(driver.prepare() == .zero)
+        #expect(driver.dispatch() == .stopped)
+        _ = driver.prepare()
+        #expect(driver.dispatch() == .timedOut)
     }
 
     @Test func prepareAsksForNoSleepWhileWorkIsQueuedAndForTheTimeToTheNextTimer() throws {

@@ -92,7 +92,7 @@ enum ReadmeSnippets {
         while running {
             let timeout = driver.prepare()                 // nil: no timer; .zero: work waiting now
             var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
-            _ = poll(&watched, 1, timeout.map { Int32(clamping: $0.components.seconds * 1000 + 1) } ?? -1)
+            _ = poll(&watched, 1, timeout.map { Int32(clamping: Int64(($0 / .milliseconds(1)).rounded(.up))) } ?? -1)
             driver.dispatch()
         }
     }

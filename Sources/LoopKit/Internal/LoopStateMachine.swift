@@ -50,6 +50,9 @@ struct LoopStateMachine {
     /// called, so a run nested after the call does not take it (as CF's per-run stop flag), and a run that ends
     /// without taking its stop hands it to the run outside it. Never deeper than `runDepth`.
     private var stopDepths: [Int] = []
+    /// A stop made while a host loop slept on the loop's behalf (no run active, a wait announced): taken by the next
+    /// outermost run, the host's pass.
+    private var isStopPendingForHost = false
     /// The loop announced a wait and has not ended it.
     private var isWaiting = false
     /// What the current (or last) wait sleeps on.
@@ -105,7 +108,12 @@ struct LoopStateMachine {
 
     /// Asks the innermost run to return `.stopped`; a no-op while no run is active (as in CF).
     mutating func requestStop() -> WakeAction {
-        guard self.runDepth > 0 else { return .none }
+        guard self.runDepth > 0 else {
+            // A host loop's sleep (`LoopHostDriver`): the stop is for the pass its next `dispatch()` runs.
+            guard self.isWaiting else { return .none }
+            self.isStopPendingForHost = true
+            return self.arrival()
+        }
         if self.stopDepths.last != self.runDepth {
             self.stopDepths.append(self.runDepth)  // deeper than any pending one, so the list stays sorted
         }
@@ -156,6 +164,10 @@ struct LoopStateMachine {
 
     mutating func enterRun() {
         self.runDepth += 1
+        if self.isStopPendingForHost && self.runDepth == 1 {
+            self.isStopPendingForHost = false
+            self.stopDepths.append(1)
+        }
     }
 
     /// Leaves a run; a stop it did not take (another result won) passes to the run outside it, and is spent with the
@@ -188,7 +200,7 @@ struct LoopStateMachine {
     ///   may not be written yet, and a wait on the futex would not see it), otherwise `channel`.
     mutating func beginWait(preferring channel: WakeUpChannel = .descriptor) -> WakeUpChannel? {
         loopPrecondition(!self.isWaiting, "LoopKit bug: a wait began inside another")
-        guard self.lifecycle == .open, !self.isStopPendingHere, !self.isWakeUpRequested,
+        guard self.lifecycle == .open, !self.isStopPendingHere, !self.isStopPendingForHost, !self.isWakeUpRequested,
               self.blocks.isEmpty, self.signalledSources.isEmpty, self.controlMessages.isEmpty else {
             self.isWakeUpRequested = false
             return nil
