@@ -11,6 +11,10 @@ extension Loop {
         self.isServingMainQueue = true
         let handle = cloopkit_main_queue_handle()
         guard handle >= 0 else { return }  // a libdispatch without the run-loop hooks: nothing to serve
+        // A run nested in a main-queue block calls this again when more work is queued meanwhile: the drain reads
+        // the handle, and libdispatch's callback returns at once while its outer call runs (its own guard), so the
+        // nested run neither runs main-queue work out of order nor spins; the outer drain pokes the handle again for
+        // what is left. The same as CF, which leaves the main queue out of such a run.
         let source = LoopDescriptorSource(descriptor: handle, events: .readable) { _, _ in
             cloopkit_main_queue_drain(handle)
         }

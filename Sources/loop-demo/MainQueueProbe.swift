@@ -19,9 +19,13 @@ enum MainQueueProbe {
     nonisolated(unsafe) private static var seen: Set<String> = []
     nonisolated(unsafe) private static var isInModalRun = false
     nonisolated(unsafe) private static var ranDuringModalRun = false
+    nonisolated(unsafe) private static var isInNestedRun = false
+    nonisolated(unsafe) private static var ranDuringNestedRun = false
+    /// The main thread's CPU time over the nested run, in ns (a run that spun on the main queue's handle uses it all).
+    nonisolated(unsafe) private static var nestedRunCPU: Int64 = 0
 
     private static let expected: Set<String> = ["DispatchQueue.main.async", "Task { @MainActor in }",
-                                                "MainActor.run", "modal run ended"]
+                                                "MainActor.run", "modal run ended", "nested run ended"]
 
     /// Runs the probe on the main thread. Returns the exit status.
     static func run(_ runner: Runner) -> Int32 {
@@ -41,6 +45,7 @@ enum MainQueueProbe {
         } else {
             Loop.main.perform { Self.modalRunOnLoopKit() }
         }
+        DispatchQueue.main.async { Self.nestedRunInAMainQueueBlock(foundation: foundation) }
         let deadline = Date().addingTimeInterval(20)
         while !Self.expected.isSubset(of: Self.seen), Date() < deadline {
             if foundation {
@@ -56,6 +61,10 @@ enum MainQueueProbe {
         }
         print("main-queue work during a run of a mode that is not common: "
             + (Self.ranDuringModalRun ? "ran" : "waited"))
+        print("main-queue work during a run nested in a main-queue block: "
+            + (Self.ranDuringNestedRun ? "ran" : "waited"))
+        // Half of its 100 ms: asleep uses next to nothing; polling a handle that stays readable uses all of it.
+        print("the nested run meanwhile: " + (Self.nestedRunCPU < 50_000_000 ? "slept" : "spun"))
         fflush(nil)  // every stream, before exit: a sanitizer's report at exit must not lose the output
         return Self.expected.isSubset(of: Self.seen) ? 0 : 1
     }
@@ -93,6 +102,40 @@ enum MainQueueProbe {
         Self.isInModalRun = false
         timer.invalidate()
         Self.seen.insert("modal run ended")
+    }
+
+    /// From a main-queue block, runs the default mode for 100 ms with more main-queue work queued behind the block:
+    /// as in CF, a run nested in a main-queue block does not serve the main queue.
+    private static func nestedRunInAMainQueueBlock(foundation: Bool) {
+        DispatchQueue.main.async {
+            if Self.isInNestedRun {
+                Self.ranDuringNestedRun = true
+            }
+        }
+        Self.isInNestedRun = true
+        let cpuBefore = Self.threadCPUTime()
+        defer { Self.nestedRunCPU = Self.threadCPUTime() - cpuBefore }
+        if foundation {
+            let timer = Timer(timeInterval: 0.1, repeats: false) { _ in }
+            RunLoop.main.add(timer, forMode: .default)
+            _ = RunLoop.main.run(mode: .default, before: Date().addingTimeInterval(0.1))
+            timer.invalidate()
+        } else {
+            let loop = Loop.main
+            let timer = LoopTimer(interval: .milliseconds(100)) { _ in }
+            loop.add(timer, forMode: .default)
+            loop.run(mode: .default, before: loop.now + .milliseconds(100))
+            timer.invalidate()
+        }
+        Self.isInNestedRun = false
+        Self.seen.insert("nested run ended")
+    }
+
+    /// The calling thread's CPU time in nanoseconds (clock_gettime(2), CLOCK_THREAD_CPUTIME_ID).
+    private static func threadCPUTime() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
     private static func noteMainQueueWork() {

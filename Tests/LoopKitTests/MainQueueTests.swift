@@ -28,7 +28,10 @@ struct MainQueueTests {
             MainActor.run: ran
             Task { @MainActor in }: ran
             modal run ended: ran
+            nested run ended: ran
             main-queue work during a run of a mode that is not common: waited
+            main-queue work during a run nested in a main-queue block: waited
+            the nested run meanwhile: slept
 
             """
         #expect(loopKit.status == 0)
