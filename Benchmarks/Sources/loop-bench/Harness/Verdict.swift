@@ -21,6 +21,8 @@ struct Verdict: Sendable {
     /// Whether its scenario ran but could not measure an implementation it needs (`met` is then `nil`): printed, as
     /// NOT RUN, even under `--only`.
     var wasNotRun = false
+    /// Whether every run must meet it (`--runs`): no tolerance for a run that misses, whatever the median.
+    var inEveryRun = false
 
     /// Whether the target is a count that must stay 0, scored by the count rather than by a ratio.
     var isCount: Bool { self.bound == 0 }
@@ -33,17 +35,25 @@ struct Verdict: Sendable {
 
     var met: Bool? { self.score.map { Self.meets($0, isCount: self.isCount, strictly: self.strictly) } }
 
-    /// Whether `score` misses its target by more than `tolerance` (a count: by anything at all).
+    /// Whether `score` misses its target by more than `tolerance` (a count, or a target to meet in every run: by
+    /// anything at all).
     var missesBeyondTolerance: Bool {
-        self.score.map { Self.missesBeyondTolerance($0, isCount: self.isCount) } ?? false
+        self.score.map { score in
+            self.inEveryRun ? !Self.meets(score, isCount: self.isCount, strictly: self.strictly)
+                : Self.missesBeyondTolerance(score, isCount: self.isCount)
+        } ?? false
     }
 
+    /// A figure that could not be taken (a distribution with no samples reads NaN) is a miss, never a pass: NaN
+    /// compares false with everything, so it is checked first.
     static func meets(_ score: Double, isCount: Bool, strictly: Bool) -> Bool {
-        isCount ? score <= 0 : (strictly ? score < 1 : score <= 1)
+        guard score.isFinite else { return false }
+        return isCount ? score <= 0 : (strictly ? score < 1 : score <= 1)
     }
 
     static func missesBeyondTolerance(_ score: Double, isCount: Bool) -> Bool {
-        isCount ? score > 0 : score > 1 + self.tolerance
+        guard score.isFinite else { return true }
+        return isCount ? score > 0 : score > 1 + self.tolerance
     }
 
     /// A score as printed: "0.87×" for a ratio, the count for a count.

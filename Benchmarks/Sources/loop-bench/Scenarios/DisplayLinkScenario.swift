@@ -48,7 +48,8 @@ struct DisplayLinkScenario: Scenario {
                 + "clock_nanosleep used up to 1.5× one another's CPU unpinned, within 4% on one processor "
                 + "(2026-12-04). Lateness is judged unpinned: on one processor the link's p99 rose from about 100 to "
                 + "140 µs.",
-            "'skipped': frames the link reported as skipped (DisplayFrame.skippedFrames); for the timers, slots with "
+            "'skipped': for the links, the frames they reported as skipped (DisplayFrame.skippedFrames) or the grid "
+                + "points in the window they never called back for, whichever is more; for the timers, slots with "
                 + "no fire. 'CPU ms': the thread's CPU time over the run (its kernel CPU clock); 'wake-ups': its "
                 + "voluntary context switches. The SCHED_FIFO row (when permitted) is a second link whose LoopThread "
                 + "was put in the real-time class; the verdicts use the ordinary one.",
@@ -112,18 +113,30 @@ struct DisplayLinkScenario: Scenario {
         let lateness = SampleBuffer(capacity: Int((end - start) / period) + 64)
         let skipped = Atomic<Int>(0)
         let display = LoopDisplay(maximumRate: 120, epoch: LoopInstant(nanoseconds: epoch))
+        // The frames of the grid points in [start, end): as many as the timers' slots.
         let link = LoopDisplayLink(display: display) { _, frame in
             let now = System.now
-            guard now >= start, now < end else { return }
+            guard frame.timestamp.nanoseconds >= start, frame.timestamp.nanoseconds < end else { return }
             lateness.record(now &- frame.timestamp.nanoseconds)
             skipped.wrappingAdd(frame.skippedFrames, ordering: .relaxed)
         }
         thread.loop.add(link, forMode: .default)
+        let slots = Self.gridPoints(epoch: epoch, from: start, to: end)
         return Ticker(name: name, thread: thread.identity()) {
             link.invalidate()
             thread.shutdownAndJoin()
-            return (lateness.values, skipped.load(ordering: .relaxed))
+            // Skipped: what the link reported, or the grid points it never called back for, whichever is more, so
+            // that a link which stops, or skips without saying so, cannot pass.
+            let values = lateness.values
+            return (values, max(skipped.load(ordering: .relaxed), slots - values.count))
         }
+    }
+
+    /// How many frames a 120 Hz display with `epoch` has in [`start`, `end`), placed as `LoopDisplay` places them:
+    /// frame i at `epoch` + ⌊i × 10⁹ ÷ 120⌋ ns, so the first at or after an instant t is ⌈(t − epoch) × 120 ÷ 10⁹⌉.
+    private static func gridPoints(epoch: UInt64, from start: UInt64, to end: UInt64) -> Int {
+        let firstFrame = { (instant: UInt64) in ((instant - epoch) * 120 + 999_999_999) / 1_000_000_000 }
+        return Int(firstFrame(end) - firstFrame(start))
     }
 
     /// A repeating Foundation Timer at 120 Hz on a RunLoop thread.
