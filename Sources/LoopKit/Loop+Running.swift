@@ -211,6 +211,10 @@ extension Loop {
         until deadline: LoopInstant,
         into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
     ) -> Bool {
+        // First, as the last `beforeWaiting` observer would be: a hang handler it calls is user code, which the
+        // checks below must follow (it may iterate a host loop, or run this one nested and take work).
+        self.tellMonitors(isWaking: false)
+        defer { self.tellMonitors(isWaking: true) }
         // A host loop iterated from a callback of this run (GLib's, from a timer) may have announced a wait through
         // its driver and not dispatched: this run's wait replaces it.
         self.endHostWait()
@@ -218,8 +222,6 @@ extension Loop {
             self.look(in: items, into: &ready)  // a nested run took work the outer pass did not reach
             return false
         }
-        self.tellMonitors(isWaking: false)
-        defer { self.tellMonitors(isWaking: true) }
         while true {
             let wake = min(self.nextTimerWake(in: items) ?? .distantFuture, deadline)
             let preferredChannel = self.waiter.wakeUpChannel(forWaitingIn: items, until: wake)
@@ -260,10 +262,15 @@ extension Loop {
         let wasAnnounced = self.isHostWaitAnnounced
         let channel = self.state.withLock { state in
             if wasAnnounced { _ = state.endWait() }
-            return state.beginWait()
+            return state.beginWait(forHost: true)
         }
         self.isHostWaitAnnounced = channel != nil
         return self.isHostWaitAnnounced
+    }
+
+    /// Takes a stop made while the host of a `LoopHostDriver` slept. Loop thread.
+    func takeHostStop() -> Bool {
+        self.state.withLock { $0.takeHostStop() }
     }
 
     /// Ends the wait a `LoopHostDriver` announced for its host, if one is announced. Loop thread.

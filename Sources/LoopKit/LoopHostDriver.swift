@@ -144,18 +144,19 @@ public final class LoopHostDriver {
             self.quieten()
             return .finished  // its items are gone (`Loop.invalidate()`, or its thread's end)
         }
-        // A stop made for the host's loop (during the pass, or while the host slept) ends this pass `.stopped`: its
-        // deadline, `now`, is no reason to spend it on `.timedOut`.
+        // A stop made while the host slept ends this dispatch `.stopped`, after the pass its wake-up brings; one made
+        // during the pass, too: the pass's deadline, `now`, is no reason to spend it on `.timedOut`.
+        let wasStoppedWhileAsleep = self.loop.takeHostStop()
         let outerHostPass = self.loop.hostPassDepth
         self.loop.hostPassDepth = self.loop.runningModes.count + 1
         defer { self.loop.hostPassDepth = outerHostPass }
         let result = self.loop.run(mode: self.mode, before: self.loop.now)
         if result == .finished && self.loop.isEmpty(self.mode) {
             // The run made no pass, so no look read a wake-up that ended the host's sleep (a `wakeUp()`, work for
-            // another mode): read it here, or the descriptor stays readable and the host spins.
+            // another mode, a stop): read it here, or the descriptor stays readable and the host spins.
             self.loop.absorbWakeUp(in: self.mode)
         }
-        return result
+        return wasStoppedWhileAsleep ? .stopped : result
     }
 
     /// Takes every descriptor out of the epoll set, once the loop has ended: no work can reach it any more, and a
@@ -214,6 +215,7 @@ public final class LoopHostDriver {
 
     deinit {
         self.loop.endHostWait()
+        _ = self.loop.takeHostStop()  // a stop for a host that will not dispatch again ends no other run
     }
 }
 

@@ -67,7 +67,6 @@ private func ms(_ values: Int...) -> [Duration] {
 struct LoopTimerTests {
     // MARK: First fire
 
-    /// An invalidated timer is in no mode: changing its tolerance from another thread leaves the sleeping loop be.
     @Test func settingTheToleranceOfAnInvalidatedTimerDoesNotWakeTheLoop() throws {
         let loop = try Loop()
         defer { loop.invalidate() }
@@ -887,6 +886,30 @@ struct LoopTimerPreconditionTests {
 struct LoopTimerRealClockTests {
     /// Far beyond any fire in these tests: a run that reaches it has missed a wake-up.
     static let hangGuard: Duration = .seconds(30)
+
+    /// An invalidated timer is in no mode: changing its tolerance from another thread leaves the sleeping loop be.
+    @Test func settingTheToleranceOfAnInvalidatedTimerDoesNotWakeTheLoop() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let timer = LoopTimer(interval: .seconds(3600)) { _ in }
+        loop.add(timer, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        timer.invalidate()
+        let before = loop.counters
+        let setterDone = AtomicCounter()
+        let setter = startThread {
+            _ = waitUntil { loop.isWaiting }
+            timer.tolerance = .milliseconds(5)
+            setterDone.store(1)
+        }
+        // Run again until the setter has made its change: a run it missed (a stalled thread) proves nothing.
+        repeat {
+            #expect(loop.run(mode: .default, before: loop.now + .milliseconds(300)) == .timedOut)
+        } while setterDone.current == 0
+        setter.join()
+        #expect(loop.counters.since(before).wakeUpWrites == 0)
+        #expect(timer.tolerance == .milliseconds(5))
+    }
 
     @Test func aTwentyMillisecondTimerNeverFiresBeforeItsFireDate() throws {
         let loop = try Loop()

@@ -50,8 +50,8 @@ struct LoopStateMachine {
     /// called, so a run nested after the call does not take it (as CF's per-run stop flag), and a run that ends
     /// without taking its stop hands it to the run outside it. Never deeper than `runDepth`.
     private var stopDepths: [Int] = []
-    /// A stop made while a host loop slept on the loop's behalf (no run active, a wait announced): taken by the next
-    /// outermost run, the host's pass.
+    /// A stop made while a host loop slept on the loop's behalf (no run active, a wait announced): taken by the host's
+    /// next `dispatch()` (`takeHostStop()`), by no other run.
     private var isStopPendingForHost = false
     /// The loop announced a wait and has not ended it.
     private var isWaiting = false
@@ -164,10 +164,12 @@ struct LoopStateMachine {
 
     mutating func enterRun() {
         self.runDepth += 1
-        if self.isStopPendingForHost && self.runDepth == 1 {
-            self.isStopPendingForHost = false
-            self.stopDepths.append(1)
-        }
+    }
+
+    /// Takes a stop made while a host loop slept on the loop's behalf (`LoopHostDriver.dispatch()`).
+    mutating func takeHostStop() -> Bool {
+        defer { self.isStopPendingForHost = false }
+        return self.isStopPendingForHost
     }
 
     /// Leaves a run; a stop it did not take (another result won) passes to the run outside it, and is spent with the
@@ -198,9 +200,13 @@ struct LoopStateMachine {
     ///
     /// - Returns: The channel the wait must sleep on: the descriptor while a wake-up through it is in flight (its byte
     ///   may not be written yet, and a wait on the futex would not see it), otherwise `channel`.
-    mutating func beginWait(preferring channel: WakeUpChannel = .descriptor) -> WakeUpChannel? {
+    ///
+    /// A host loop's wait (`forHost`) is refused by a stop made for the host's pass, not by one pending for a run whose
+    /// callback iterates the host loop (that run sees it when the callback returns).
+    mutating func beginWait(preferring channel: WakeUpChannel = .descriptor, forHost: Bool = false) -> WakeUpChannel? {
         loopPrecondition(!self.isWaiting, "LoopKit bug: a wait began inside another")
-        guard self.lifecycle == .open, !self.isStopPendingHere, !self.isStopPendingForHost, !self.isWakeUpRequested,
+        let isStopPending = forHost ? self.isStopPendingForHost : self.isStopPendingHere
+        guard self.lifecycle == .open, !isStopPending, !self.isWakeUpRequested,
               self.blocks.isEmpty, self.signalledSources.isEmpty, self.controlMessages.isEmpty else {
             self.isWakeUpRequested = false
             return nil
