@@ -508,7 +508,8 @@ public final class Loop: @unchecked Sendable {
 
     /// Ends the innermost active `run` call with `.stopped`. Any thread, any callback.
     ///
-    /// While no `run` call is active this does nothing (as in CF). The stop belongs to the run innermost at the call:
+    /// While no `run` call is active this does nothing (as in CF), unless a `LoopHostDriver` drives the loop: its next
+    /// `dispatch()` then returns `.stopped`. The stop belongs to the run innermost at the call:
     /// a run nested later (by the callback that called `stop()`) does not take it. A stop that arrives while a nested
     /// run is ending for another reason (a handled source, its deadline) ends the outer run; at the outermost run it is
     /// spent.

@@ -15,8 +15,10 @@
 ///
 /// `descriptor` is an epoll set holding the loop's wake-up channel, a timer armed at the mode's next timer, and the
 /// mode's descriptor sources, so `perform`, `signal()`, timers and ready descriptors all make it readable. Between
-/// `prepare()` and `dispatch()` the loop counts as asleep: other threads wake it through the descriptor, and a
-/// `Loop.stop()` made then makes the next `dispatch()` return `.stopped`, as does one made during a pass. On the main
+/// `prepare()` and `dispatch()` the loop counts as asleep: other threads wake it through the descriptor. While a driver
+/// lives, the host loop stands for the outermost run: a `Loop.stop()` made while no run is active (the host asleep, or
+/// busy between passes) makes the next `dispatch()` return `.stopped`, as does one made during a pass. (A host loop
+/// iterated inside a callback of a run is inside that run: a stop made then is the run's, as in CF.) On the main
 /// thread's loop, the main queue's source is among the mode's descriptors (in a common mode). Once the loop has ended
 /// (`Loop.invalidate()`), `prepare()` returns `nil`, `descriptor` is never readable again, and `dispatch()` returns
 /// `.finished`: the host sleeps on its own sources, never spins. Linux only (`init` throws elsewhere). Loop thread
@@ -81,6 +83,7 @@ public final class LoopHostDriver {
             _ = epoll.addOwn(deadlineTimer.descriptor)
         }
         loop.serveMainQueueIfNeeded()  // the main loop's main-queue source, before the first `prepare()` looks
+        loop.state.withLock { $0.noteHostDriver(1) }
     }
 
     /// The descriptor the host watches for reading: readable whenever the loop has work. Any thread.
@@ -215,7 +218,8 @@ public final class LoopHostDriver {
 
     deinit {
         self.loop.endHostWait()
-        _ = self.loop.takeHostStop()  // a stop for a host that will not dispatch again ends no other run
+        // The last driver's going drops a stop no dispatch will take: it ends no other run.
+        self.loop.state.withLock { $0.noteHostDriver(-1) }
     }
 }
 

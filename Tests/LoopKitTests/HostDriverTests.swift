@@ -135,6 +135,28 @@ struct HostDriverTests {
         #expect(driver.dispatch() == .finished)
     }
 
+    /// While a driver lives, the host loop stands for the outermost run: a stop made between two passes, with the
+    /// host busy on its own work, is kept for the next `dispatch()`, and freeing a second driver does not drop it.
+    @Test func aStopMadeWhileTheHostIsBusyBetweenPassesEndsTheNextDispatch() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        _ = driver.prepare()
+        #expect(driver.dispatch() == .timedOut)
+        var other: LoopHostDriver? = try LoopHostDriver(loop: loop, mode: .tracking)
+        let stopper = startThread { loop.stop() }  // no run active, no wait announced: the host is busy
+        stopper.join()
+        other = nil  // another driver going does not take this one's stop with it
+        withExtendedLifetime(other) {}
+        #expect(driver.prepare() == .zero)
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&watched, 1, 2_000) == 1)
+        #expect(driver.dispatch() == .stopped)
+        _ = driver.prepare()
+        #expect(driver.dispatch() == .timedOut)
+    }
+
     @Test func prepareAsksForNoSleepWhileWorkIsQueuedAndForTheTimeToTheNextTimer() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)

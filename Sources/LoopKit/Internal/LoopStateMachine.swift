@@ -50,9 +50,11 @@ struct LoopStateMachine {
     /// called, so a run nested after the call does not take it (as CF's per-run stop flag), and a run that ends
     /// without taking its stop hands it to the run outside it. Never deeper than `runDepth`.
     private var stopDepths: [Int] = []
-    /// A stop made while a host loop slept on the loop's behalf (no run active, a wait announced): taken by the host's
-    /// next `dispatch()` (`takeHostStop()`), by no other run.
+    /// A stop made while a host loop drives the loop and no run is active: taken by the host's next `dispatch()`
+    /// (`takeHostStop()`), by no other run.
     private var isStopPendingForHost = false
+    /// The live `LoopHostDriver`s of the loop: while there is one, a host loop stands for the outermost run.
+    private var hostDrivers = 0
     /// The loop announced a wait and has not ended it.
     private var isWaiting = false
     /// What the current (or last) wait sleeps on.
@@ -109,8 +111,9 @@ struct LoopStateMachine {
     /// Asks the innermost run to return `.stopped`; a no-op while no run is active (as in CF).
     mutating func requestStop() -> WakeAction {
         guard self.runDepth > 0 else {
-            // A host loop's sleep (`LoopHostDriver`): the stop is for the pass its next `dispatch()` runs.
-            guard self.isWaiting else { return .none }
+            // A host loop drives the loop (`LoopHostDriver`): the stop is for the pass its next `dispatch()` runs,
+            // whether the host sleeps now (woken) or is busy with its own work between two passes.
+            guard self.hostDrivers > 0 else { return .none }
             self.isStopPendingForHost = true
             return self.arrival()
         }
@@ -164,6 +167,14 @@ struct LoopStateMachine {
 
     mutating func enterRun() {
         self.runDepth += 1
+    }
+
+    /// Counts a `LoopHostDriver` made (`1`) or freed (`-1`); the last one's going drops a stop none will take.
+    mutating func noteHostDriver(_ change: Int) {
+        self.hostDrivers += change
+        if self.hostDrivers == 0 {
+            self.isStopPendingForHost = false
+        }
     }
 
     /// Takes a stop made while a host loop slept on the loop's behalf (`LoopHostDriver.dispatch()`).
