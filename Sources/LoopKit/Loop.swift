@@ -88,6 +88,9 @@ public final class Loop: @unchecked Sendable {
     /// Whether `tracers` was not empty when last assigned: a callout without a tracer reads this flag instead of the
     /// list, whose weak references are calls into the runtime. Loop thread.
     @exclusivity(unchecked) var mayHaveTracer = false
+    /// The loop's `LoopHostDriver`s, told when a descriptor source leaves a mode (weak: a driver is its host's).
+    /// Loop thread.
+    @exclusivity(unchecked) var hostDrivers: [AttachedHostDriver] = []
     /// The depth of the run a `LoopHostDriver.dispatch()` makes (0: none): a stop ends it before its deadline does.
     @exclusivity(unchecked) var hostPassDepth = 0
     /// The hitch monitors told of every sleep, in every mode (weak, as `tracers`). Loop thread.

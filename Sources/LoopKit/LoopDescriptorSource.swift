@@ -144,6 +144,11 @@ extension LoopDescriptorSource: LoopItem {
     func detach(from items: ModeItems, loop: Loop) {
         ModeItems.removeSorted(self, from: &items.descriptorSources) { ($0.order, $0.sequence) }
         loop.waiter.descriptorSource(self, didLeave: items)
+        if !loop.hostDrivers.isEmpty {
+            for driver in loop.hostDrivers.compactMap(\.driver) {
+                driver.descriptorSource(self, didLeave: items)
+            }
+        }
     }
 }
 

@@ -84,6 +84,20 @@ public final class LoopHostDriver {
         }
         loop.serveMainQueueIfNeeded()  // the main loop's main-queue source, before the first `prepare()` looks
         loop.state.withLock { $0.noteHostDriver(1) }
+        loop.hostDrivers.append(AttachedHostDriver(driver: self))
+    }
+
+    /// Takes `source`'s descriptor out of the epoll set as the source leaves the driver's mode, if no other source of
+    /// the mode watches it: while the number is still open, so that the kernel drops the file's registration. Left
+    /// for the next `prepare()`, a close made in between (the usual `invalidate()` then `close()`) would leave the
+    /// registration alive wherever a duplicate of the file lives on (a child process), and the descriptor readable
+    /// for good: the host would spin. Loop thread.
+    func descriptorSource(_ source: LoopDescriptorSource, didLeave items: ModeItems) {
+        let descriptor = source.descriptor
+        guard items.mode == self.mode, !self.isQuiet, self.registered[descriptor] != nil,
+              !items.descriptorSources.contains(where: { $0.descriptor == descriptor && $0.isValid }) else { return }
+        _ = self.epoll.remove(descriptor)
+        self.registered[descriptor] = nil
     }
 
     /// The descriptor the host watches for reading: readable whenever the loop has work. Any thread.
@@ -217,9 +231,22 @@ public final class LoopHostDriver {
     }
 
     deinit {
+        let identity = ObjectIdentifier(self)
+        self.loop.hostDrivers.removeAll { $0.identity == identity }
         self.loop.endHostWait()
         // The last driver's going drops a stop no dispatch will take: it ends no other run.
         self.loop.state.withLock { $0.noteHostDriver(-1) }
+    }
+}
+
+/// A host driver known to its loop, held weakly, with an identity that outlives it (see `AttachedTracer`).
+struct AttachedHostDriver {
+    weak var driver: LoopHostDriver?
+    let identity: ObjectIdentifier
+
+    init(driver: LoopHostDriver) {
+        self.driver = driver
+        self.identity = ObjectIdentifier(driver)
     }
 }
 

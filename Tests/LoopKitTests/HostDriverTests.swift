@@ -157,6 +157,31 @@ struct HostDriverTests {
         #expect(driver.dispatch() == .timedOut)
     }
 
+    /// A source invalidated and its descriptor closed at once (the usual order) leaves nothing of it in the
+    /// driver's set, even while a duplicate of the file lives on elsewhere (a child process): the host does not
+    /// wake, and spin, for the file's input.
+    @Test func aSourceInvalidatedThenClosedLeavesNoRegistrationBehindADuplicate() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let pipe = try TestPipe()
+        let source = LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }
+        loop.add(source, forMode: .default)
+        _ = driver.prepare()  // registered
+        driver.dispatch()
+        let duplicate = dup(pipe.readEnd)  // the file lives on under another number, as in a child
+        try #require(duplicate >= 0)
+        defer { close(duplicate) }
+        source.invalidate()
+        pipe.closeReadEnd()
+        pipe.write("for no one")
+        #expect(driver.prepare() != .zero)
+        var watched = pollfd(fd: driver.descriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&watched, 1, 50) == 0, "the file's input does not wake the host")
+        driver.dispatch()
+    }
+
     @Test func prepareAsksForNoSleepWhileWorkIsQueuedAndForTheTimeToTheNextTimer() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
