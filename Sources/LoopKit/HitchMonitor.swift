@@ -11,7 +11,7 @@
 /// Every member is safe from any thread. Hang handlers run on the loop's thread, at the end of the busy stretch; the
 /// time they take, a run of the loop nested in one included, counts in no busy stretch.
 public final class HitchMonitor: Sendable {
-    struct State {
+    private struct State {
         var report = HitchReport()
         var busySince: LoopInstant?
         var pendingTargets: [LoopInstant] = []
@@ -24,6 +24,23 @@ public final class HitchMonitor: Sendable {
         /// nothing.
         var isCallingHangHandlers = false
         var hangHandlers: [@Sendable (HangEvent) -> Void] = []
+
+        /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames, to its target,
+        /// less what earlier frames (of any attached link) covered. So time paused, when a resumed link's first frame
+        /// counts no skipped frames, is left out, and so is the time before the monitor's first frame.
+        mutating func addToFrameSpan(_ frame: DisplayFrame) {
+            let timestamp = frame.timestamp.nanoseconds
+            let target = frame.targetTimestamp.nanoseconds
+            let (skippedTime, overflow) = (target &- timestamp).multipliedReportingOverflow(
+                by: UInt64(max(0, frame.skippedFrames)))
+            let first = self.firstTimestamp ?? timestamp
+            self.firstTimestamp = first
+            let from = max(timestamp - min(overflow ? .max : skippedTime, timestamp), first, self.coveredUntil)
+            if target > from {
+                self.report.frameSpan += .nanoseconds(Int64(clamping: target - from))
+            }
+            self.coveredUntil = max(self.coveredUntil, target)
+        }
     }
 
     /// The loop watched.
@@ -232,30 +249,6 @@ public final class HitchMonitor: Sendable {
             }
             return true
         }
-    }
-}
-
-extension HitchMonitor.State {
-    /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames, to its target,
-    /// less what earlier frames (of any attached link) covered. So time paused, when a resumed link's first frame
-    /// counts no skipped frames, is left out, and so is the time before the monitor's first frame.
-    mutating func addToFrameSpan(_ frame: DisplayFrame) {
-        let timestamp = frame.timestamp.nanoseconds
-        let target = frame.targetTimestamp.nanoseconds
-        let (skippedTime, overflow) = (target &- timestamp).multipliedReportingOverflow(
-            by: UInt64(max(0, frame.skippedFrames)))
-        var from = timestamp - min(overflow ? .max : skippedTime, timestamp)
-        if let first = self.firstTimestamp {
-            from = max(from, first)
-        } else {
-            self.firstTimestamp = timestamp
-            from = timestamp
-        }
-        from = max(from, self.coveredUntil)
-        if target > from {
-            self.report.frameSpan += .nanoseconds(Int64(clamping: target - from))
-        }
-        self.coveredUntil = max(self.coveredUntil, target)
     }
 }
 

@@ -12,8 +12,8 @@ public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     public internal(set) var hitches = 0
     /// The sum of how late each hitched frame finished.
     public internal(set) var totalHitchTime: Duration = .zero
-    /// The time the ratio is taken over: a frame's duration for each frame seen and each one skipped between two
-    /// seen, so not the time while the link was paused.
+    /// The time the ratio is taken over: what the frames seen cover (each from its target back over the frames it
+    /// skipped), counted once however many links there are, so not the time while a link was paused.
     public internal(set) var frameSpan: Duration = .zero
     /// Busy stretches of the loop (from waking or entry to sleeping or exit).
     public internal(set) var busyPasses = 0

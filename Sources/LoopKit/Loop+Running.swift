@@ -268,6 +268,20 @@ extension Loop {
         return self.isHostWaitAnnounced
     }
 
+    /// Adds `driver` to the loop's host drivers: told when a descriptor source leaves a mode, and, while there is one,
+    /// a stop made with no run active is the host's (`LoopStateMachine.requestStop()`). Loop thread.
+    func attach(_ driver: LoopHostDriver) {
+        self.hostDrivers.append(WeakAttachment(driver))
+        self.state.withLock { $0.noteHostDriver(1) }
+    }
+
+    /// Takes the driver `identity` names out of the loop's host drivers (by identity alone, see `WeakAttachment`); the
+    /// last one's going drops a stop no dispatch will take, so that it ends no other run. Loop thread.
+    func detachHostDriver(_ identity: ObjectIdentifier) {
+        self.hostDrivers.removeAll { $0.identity == identity }
+        self.state.withLock { $0.noteHostDriver(-1) }
+    }
+
     /// Takes a stop made while the host of a `LoopHostDriver` slept. Loop thread.
     func takeHostStop() -> Bool {
         self.state.withLock { $0.takeHostStop() }

@@ -33,7 +33,7 @@ extension Loop {
     @inline(never)
     private func callOutTraced<Result>(_ callout: Callout, _ body: () -> Result) -> Result {
         // The tracers of this callout's begin are the ones told of its end, whatever `body` attaches or detaches.
-        let tracers = self.tracers.compactMap(\.tracer)
+        let tracers = self.tracers.compactMap(\.object)
         for tracer in tracers {
             tracer.calloutBegan(callout)
         }
@@ -47,14 +47,12 @@ extension Loop {
 
     /// Adds `tracer` to the tracers told of each callout, after those attached before it. Loop thread.
     func attach(_ tracer: LoopTracer) {
-        self.tracers.append(AttachedTracer(tracer: tracer))
+        self.tracers.append(WeakAttachment(tracer))
     }
 
     /// Takes the tracer `identity` names out of the tracers told of callouts; the others keep recording. Loop thread.
     ///
-    /// By identity alone: a tracer's `deinit` detaches it, so none stays listed once freed, and the weak references
-    /// are not loaded while the list is changed (the last release of one would run that `deinit`, which detaches,
-    /// in the middle of the change).
+    /// By identity alone (see `WeakAttachment`): a tracer's `deinit` detaches it, so none stays listed once freed.
     func detachTracer(_ identity: ObjectIdentifier) {
         self.tracers.removeAll { $0.identity == identity }
     }
@@ -63,7 +61,7 @@ extension Loop {
 extension Loop {
     /// Adds `monitor` to the monitors told of every sleep. Loop thread.
     func attach(_ monitor: HitchMonitor) {
-        self.monitors.append(AttachedMonitor(monitor: monitor))
+        self.monitors.append(WeakAttachment(monitor))
     }
 
     /// Takes the monitor `identity` names out of the monitors told of sleeps (by identity alone, as `detachTracer`).
@@ -78,35 +76,12 @@ extension Loop {
     func tellMonitors(isWaking: Bool) {
         guard self.mayHaveMonitor else { return }
         // The list as it is now: a hang handler called from here may attach or detach one.
-        for monitor in self.monitors.compactMap(\.monitor) {
+        for monitor in self.monitors.compactMap(\.object) {
             if isWaking {
                 monitor.loopDidWake()
             } else {
                 monitor.loopWillSleep()
             }
         }
-    }
-}
-
-/// A hitch monitor attached to a loop, held weakly, with an identity that outlives it (see `AttachedTracer`).
-struct AttachedMonitor {
-    weak var monitor: HitchMonitor?
-    let identity: ObjectIdentifier
-
-    init(monitor: HitchMonitor) {
-        self.monitor = monitor
-        self.identity = ObjectIdentifier(monitor)
-    }
-}
-
-/// A tracer attached to a loop, held weakly, with an identity that outlives it so that it can be detached after it
-/// was freed.
-struct AttachedTracer {
-    weak var tracer: LoopTracer?
-    let identity: ObjectIdentifier
-
-    init(tracer: LoopTracer) {
-        self.tracer = tracer
-        self.identity = ObjectIdentifier(tracer)
     }
 }

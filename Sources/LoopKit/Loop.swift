@@ -82,7 +82,7 @@ public final class Loop: @unchecked Sendable {
     @exclusivity(unchecked) var spareRunnableSources: [(index: Int, source: LoopSource)] = []
     /// The tracers recording callouts, in the order they were attached (weak: a tracer owns its recording, not the
     /// loop). Loop thread.
-    var tracers: [AttachedTracer] = [] {
+    var tracers: [WeakAttachment<LoopTracer>] = [] {
         didSet { self.mayHaveTracer = !self.tracers.isEmpty }
     }
     /// Whether `tracers` was not empty when last assigned: a callout without a tracer reads this flag instead of the
@@ -90,11 +90,11 @@ public final class Loop: @unchecked Sendable {
     @exclusivity(unchecked) var mayHaveTracer = false
     /// The loop's `LoopHostDriver`s, told when a descriptor source leaves a mode (weak: a driver is its host's).
     /// Loop thread.
-    @exclusivity(unchecked) var hostDrivers: [AttachedHostDriver] = []
+    @exclusivity(unchecked) var hostDrivers: [WeakAttachment<LoopHostDriver>] = []
     /// The depth of the run a `LoopHostDriver.dispatch()` makes (0: none): a stop ends it before its deadline does.
     @exclusivity(unchecked) var hostPassDepth = 0
     /// The hitch monitors told of every sleep, in every mode (weak, as `tracers`). Loop thread.
-    var monitors: [AttachedMonitor] = [] {
+    var monitors: [WeakAttachment<HitchMonitor>] = [] {
         didSet { self.mayHaveMonitor = !self.monitors.isEmpty }
     }
     /// Whether `monitors` was not empty when last assigned (see `mayHaveTracer`). Loop thread.

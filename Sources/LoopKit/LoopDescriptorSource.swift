@@ -145,7 +145,7 @@ extension LoopDescriptorSource: LoopItem {
         ModeItems.removeSorted(self, from: &items.descriptorSources) { ($0.order, $0.sequence) }
         loop.waiter.descriptorSource(self, didLeave: items)
         if !loop.hostDrivers.isEmpty {
-            for driver in loop.hostDrivers.compactMap(\.driver) {
+            for driver in loop.hostDrivers.compactMap(\.object) {
                 driver.descriptorSource(self, didLeave: items)
             }
         }

@@ -83,8 +83,7 @@ public final class LoopHostDriver {
             _ = epoll.addOwn(deadlineTimer.descriptor)
         }
         loop.serveMainQueueIfNeeded()  // the main loop's main-queue source, before the first `prepare()` looks
-        loop.state.withLock { $0.noteHostDriver(1) }
-        loop.hostDrivers.append(AttachedHostDriver(driver: self))
+        loop.attach(self)
     }
 
     /// Takes `source`'s descriptor out of the epoll set as the source leaves the driver's mode, if no other source of
@@ -231,22 +230,8 @@ public final class LoopHostDriver {
     }
 
     deinit {
-        let identity = ObjectIdentifier(self)
-        self.loop.hostDrivers.removeAll { $0.identity == identity }
         self.loop.endHostWait()
-        // The last driver's going drops a stop no dispatch will take: it ends no other run.
-        self.loop.state.withLock { $0.noteHostDriver(-1) }
-    }
-}
-
-/// A host driver known to its loop, held weakly, with an identity that outlives it (see `AttachedTracer`).
-struct AttachedHostDriver {
-    weak var driver: LoopHostDriver?
-    let identity: ObjectIdentifier
-
-    init(driver: LoopHostDriver) {
-        self.driver = driver
-        self.identity = ObjectIdentifier(driver)
+        self.loop.detachHostDriver(ObjectIdentifier(self))
     }
 }
 

@@ -108,7 +108,8 @@ struct LoopStateMachine {
         return self.arrival()
     }
 
-    /// Asks the innermost run to return `.stopped`; a no-op while no run is active (as in CF).
+    /// Asks the innermost run to return `.stopped`. While no run is active, a no-op (as in CF), unless a host loop
+    /// drives the loop: the stop is then its next pass's.
     mutating func requestStop() -> WakeAction {
         guard self.runDepth > 0 else {
             // A host loop drives the loop (`LoopHostDriver`): the stop is for the pass its next `dispatch()` runs,
