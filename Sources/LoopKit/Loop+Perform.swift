@@ -115,13 +115,13 @@ extension Loop {
     }
 
     /// Takes every queued block, in any mode, first queued first, for an ending loop's final drain. When
-    /// `endsWith(blocks)` holds, the loop ends with them, so that a block queued from now on is refused rather than
-    /// lost. Loop thread.
+    /// `endsWith(blocks, sourcesOrChangesQueued)` holds, the loop ends with them, so that a block queued from now on
+    /// is refused rather than lost (`LoopStateMachine.takeRemainingBlocks`). Loop thread.
     ///
     /// - Returns: The blocks, and what the end dropped (`nil` if the loop has not ended), to be released by the caller
     ///   (user code may run in a capture's deinit).
     func takeRemainingBlocks(
-        endingIf endsWith: ([QueuedBlock]) -> Bool
+        endingIf endsWith: (_ blocks: [QueuedBlock], _ sourcesOrChangesQueued: Bool) -> Bool
     ) -> (blocks: [QueuedBlock], dropped: LoopStateMachine.DroppedWork?) {
         var blocks = self.blockQueue.takeAll()
         let dropped = self.state.withLock { $0.takeRemainingBlocks(into: &blocks, endingIf: endsWith) }

@@ -396,8 +396,11 @@ public final class Loop: @unchecked Sendable {
                 self.handOverBeforeEnd()  // nor a process signal, whose handler may still queue work now
             }
             let isFinal = round >= LoopThread.finalDrainRounds
-            let (taken, droppedWork) = self.takeRemainingBlocks(endingIf: { blocks in
-                isFinal || !blocks.contains { finalDrain.runs($0) }
+            let (taken, droppedWork) = self.takeRemainingBlocks(endingIf: { blocks, sourcesOrChangesQueued in
+                // A signal or an item change made after this round took them (by a block or source of this round, or
+                // by another thread) takes another round, as a block does: the end would drop it.
+                isFinal || !(blocks.contains { finalDrain.runs($0) }
+                                 || (finalDrain == .everything && sourcesOrChangesQueued))
             })
             var toRun: [QueuedBlock] = []
             for block in taken {

@@ -6,11 +6,12 @@ import Dispatch
 /// sleeps instead of returning `finished` on an empty mode (and never spins). A plain `loop.stop()` ends only the
 /// current run call; the thread then runs the loop again. `shutdown()` is sticky: called before the thread's loop
 /// starts running, or between two of its runs, it still ends the thread. After the loop's last run, the sources still
-/// signalled and the blocks already queued run, whatever their modes (up to `finalDrainRounds` rounds of blocks
-/// queueing blocks); `perform` after that is a precondition failure, never a silent loss. After `shutdown()`, every
-/// run of the loop returns `.stopped` at once, before a pass, nested ones too (as CF's runs do once the loop is
-/// stopped; a run of a mode with nothing in it returns `.finished` at once, as always): code that runs the loop in a
-/// `while` (a drag) must end on `.stopped`, and a final-drain block cannot run passes to flush other sources.
+/// signalled and the blocks already queued run, whatever their modes, then those signalled and queued meanwhile, with
+/// the item changes posted meanwhile, round by round (up to `finalDrainRounds` rounds); `perform` after that is a
+/// precondition failure, never a silent loss. After `shutdown()`, every run of the loop returns `.stopped` at once,
+/// before a pass, nested ones too (as CF's runs do once the loop is stopped; a run of a mode with nothing in it
+/// returns `.finished` at once, as always): code that runs the loop in a `while` (a drag) must end on `.stopped`, and
+/// a final-drain block cannot run passes to flush other sources.
 ///
 /// On Linux the thread is tuned for latency: its timer slack is lowered to 1 µs, so its timers and display links fire
 /// close to their dates, and it asks for a 500 µs scheduler slice, so that a wake-up preempts the thread that woke it

@@ -319,6 +319,47 @@ struct FinalDrainTests {
             #expect(ran.elements == ["source"])
         }
     }
+
+    /// A source run by the final drain that signals another: the other runs too, in the next round, rather than being
+    /// dropped with the end.
+    @Test func aSourceSignalledByASourceOfTheFinalDrainRuns() throws {
+        let thread = try LoopThread()
+        let ran = Recorder<String>()
+        let second = LoopSource { _ in ran.append("second") }
+        let first = LoopSource { _ in
+            ran.append("first")
+            second.signal()
+        }
+        thread.loop.add(first, forMode: .tracking)  // a mode the thread never runs
+        thread.loop.add(second, forMode: .tracking)
+        first.signal()
+        thread.shutdownAndJoin()
+        #expect(ran.elements == ["first", "second"])
+    }
+
+    /// An item added from another thread, and signalled, while the final drain runs: it joins its mode and runs before
+    /// the end, then leaves with every item. Before, the end dropped the change posted after the round took them, and
+    /// `add` had returned `true` for an item that never joined.
+    @Test func anItemAddedFromAnotherThreadDuringTheFinalDrainJoinsAndRuns() throws {
+        let thread = try LoopThread()
+        let trace = Recorder<String>()
+        let late = LoopSource(onSchedule: { _, mode in trace.append("late joined \(mode.name)") },
+                              onUnschedule: { _, mode in trace.append("late left \(mode.name)") }) { _ in
+            trace.append("late")
+        }
+        let first = LoopSource { _ in
+            trace.append("first")
+            let other = startThread {
+                trace.append(thread.loop.add(late, forMode: .tracking) ? "added" : "refused")
+                late.signal()
+            }
+            other.join()  // posted while this round runs, after it took the item changes
+        }
+        thread.loop.add(first, forMode: .tracking)
+        first.signal()
+        thread.shutdownAndJoin()
+        #expect(trace.elements == ["first", "added", "late joined tracking", "late", "late left tracking"])
+    }
 }
 
 /// The summary of queued work that a pass reads without the lock (`SharedLoopState.pending`): it must say "nothing"

@@ -288,13 +288,17 @@ struct LoopStateMachine {
     }
 
     /// Takes every queued block for an ending loop's final drain, after `blocks` (those the loop's thread already
-    /// held). When `endsWith(blocks)` holds, the loop ends with them, so that a block queued from now on is refused
-    /// instead of lost; what the end drops is returned, to be released after the lock.
+    /// held). When `endsWith(blocks, sourcesOrChangesQueued)` holds, the loop ends with them, so that a block queued
+    /// from now on is refused instead of lost; what the end drops is returned, to be released after the lock.
+    /// `sourcesOrChangesQueued`: a source was signalled, or an item change queued, since the loop's thread last took
+    /// them (the end would drop it).
     mutating func takeRemainingBlocks(into blocks: inout [QueuedBlock],
-                                      endingIf endsWith: ([QueuedBlock]) -> Bool) -> DroppedWork? {
+                                      endingIf endsWith: (_ blocks: [QueuedBlock], _ sourcesOrChangesQueued: Bool)
+                                          -> Bool) -> DroppedWork? {
         blocks.append(contentsOf: self.blocks)
         self.blocks = []
-        return endsWith(blocks) ? self.end() : nil
+        let sourcesOrChangesQueued = !self.signalledSources.isEmpty || !self.controlMessages.isEmpty
+        return endsWith(blocks, sourcesOrChangesQueued) ? self.end() : nil
     }
 
     /// The loop's thread is gone: nothing queued can run, and nothing more is accepted.
