@@ -55,12 +55,15 @@ public final class LoopScheduledTask: @unchecked Sendable {
     }
 
     /// Cancels the task: it does not run again, its closure is released now, and `completion` (if any) is called
-    /// once it has finished its last run. Any thread; twice is fine (each completion is called once).
+    /// once it has finished its last run. A one-shot task that already ran stays not cancelled (as a SwiftNIO
+    /// `Scheduled` that succeeded), and `completion` is called at once. Any thread; twice is fine (each completion is
+    /// called once).
     public func cancel(_ completion: (@Sendable () -> Void)? = nil) {
         let (released, callNow) = self.state.withLock { state -> ((@Sendable (LoopScheduledTask) -> Void)?, Bool) in
             let released = state.body
+            let ranToItsEnd = released == nil && !state.isCancelled && !state.isRunning
             state.body = nil
-            state.isCancelled = true
+            state.isCancelled = state.isCancelled || !ranToItsEnd  // after its one run, a cancel changes nothing
             guard state.isRunning else { return (released, true) }
             if let completion { state.completions.append(completion) }
             return (released, false)

@@ -257,4 +257,19 @@ extension ReleaseTests {
         thread.shutdownAndJoin()
         #expect(!task.isCancelled)
     }
+
+    /// A cancel after a one-shot task ran changes nothing but calls its completion: the task ran, it was not
+    /// cancelled.
+    @Test func cancellingATaskThatRanLeavesItNotCancelled() throws {
+        let thread = try LoopThread(name: "cancel-after-a-task")
+        defer { thread.shutdownAndJoin() }
+        let ran = DispatchSemaphore(value: 0)
+        let task = thread.loop.schedule(after: .milliseconds(1)) { ran.signal() }
+        ran.wait()
+        _ = waitUntil { thread.loop.isWaiting }  // the run that ran it has returned: the task is spent
+        let completed = DispatchSemaphore(value: 0)
+        task.cancel { completed.signal() }
+        #expect(completed.wait(timeout: .now() + 10) == .success)
+        #expect(!task.isCancelled)
+    }
 }
