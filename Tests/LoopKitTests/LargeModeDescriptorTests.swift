@@ -869,6 +869,41 @@ struct LargeModeDescriptorTests {
         #expect((loop.epollRegistry(of: .default) != nil) == ownModeIsLarge)
     }
 
+    /// A source registered on a descriptor that is then closed without a cancel, whose number another mode's epoll
+    /// set gets when that mode first sleeps, is reported `invalid` and cancelled when the sweep comes to it. A poll of
+    /// the number would look at the set, which is open, and the source would sit in its mode for good.
+    @Test func aSweptSourceWhoseNumberBecameAnotherModesEpollSetIsReportedInvalid() throws {
+        // The set gets the lowest free number; another test's thread may take the closed one first, so a few tries.
+        for _ in 0..<10 {
+            let loop = try DescriptorWaitPath.epoll.makeLoop()
+            defer { loop.invalidate() }
+            let waiter = try #require(loop.pollWaiter)
+            waiter.largeModeThreshold = 1
+            let (pipe, reads) = try self.addPipeReader(to: loop)
+            loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+            let doomed = try TestPipe()
+            let reports = self.addReporter(to: loop, descriptor: doomed.readEnd, events: .readable)
+            try loop.sleepOnceInEpoll()  // the doomed source is registered in the default mode's set
+            let trackingPipe = try TestPipe()
+            loop.add(LoopDescriptorSource(descriptor: trackingPipe.readEnd, events: .readable) { _, _ in },
+                     forMode: .tracking)
+            loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .tracking)
+            let number = doomed.readEnd
+            doomed.closeReadEnd()
+            try loop.sleepOnceInEpoll(mode: .tracking)  // its set is made now, on the lowest free number
+            guard loop.epollRegistry(of: .tracking)?.descriptor == number else { continue }
+            trackingPipe.write("never read")  // the tracking set stays readable
+            try loop.runBriefly { !reports.elements.isEmpty }
+            #expect(reports.elements == [.invalid])
+            #expect(loop.epollRegistry(of: .tracking)?.descriptor == number)  // the set itself untouched
+            pipe.write("a")
+            try loop.runBriefly { reads.elements == ["a"] }
+            #expect(reports.elements == [.invalid])
+            return
+        }
+        Issue.record("the tracking mode's epoll set never got the closed number in ten tries")
+    }
+
     /// A source on the number of the mode's own epoll set (its descriptor was closed without a cancel, and the set,
     /// made after, got the number) is reported `invalid` and cancelled, instead of being called with the set's
     /// readiness, and the loop goes on sleeping in the set.

@@ -181,7 +181,17 @@ final class DescriptorRegistry {
             }
             let number = self.sweepNumbers[self.sweepCursor]
             self.sweepCursor += 1
-            guard !self.refusedNumbers.contains(number), let registration = self.registrations[number] else { continue }
+            guard !self.refusedNumbers.contains(number), var registration = self.registrations[number] else { continue }
+            guard !self.isOwnNumber(number) else {
+                // Closed without a cancel, and the waiter made a descriptor of its own on the number since (another
+                // mode's epoll set): polled, it would show the waiter's file, open. Reported `invalid` from the next
+                // wait on (`appendSourcesOnWaiterNumbers`), as `enter` does when a source joins on such a number.
+                registration.isInEpoll = false
+                registration.isRefused = true
+                registration.isTakenByWaiter = true
+                self.save(registration, for: number)
+                continue
+            }
             sources.append(contentsOf: registration.sources)
         }
         return firstSwept
@@ -325,8 +335,7 @@ final class DescriptorRegistry {
     private func enter(_ descriptor: CInt, _ registration: inout Registration) {
         registration.events = Self.union(of: registration.sources)
         registration.isTakenByWaiter = false
-        guard !self.epoll.ownDescriptors.contains(descriptor), descriptor != self.epoll.descriptor,
-              !self.isWaiterNumber(descriptor) else {
+        guard !self.isOwnNumber(descriptor) else {
             // A number the waiter uses itself: the source's descriptor was closed without a cancel and the loop's
             // pipe, its timer or this epoll set (made lazily, or anew) got its number. Never registered, so that the
             // waiter's own registration is not changed or removed with the source, and never polled, which would
@@ -346,6 +355,12 @@ final class DescriptorRegistry {
         case .failed:
             self.hasFailed = true
         }
+    }
+
+    /// Whether `number` is the waiter's: the set itself, one the set holds as its own (the wake-up pipe, the deadline
+    /// timer), or another of the waiter's descriptors (`isWaiterNumber`).
+    private func isOwnNumber(_ number: CInt) -> Bool {
+        number == self.epoll.descriptor || self.epoll.ownDescriptors.contains(number) || self.isWaiterNumber(number)
     }
 
     /// Re-registers `descriptor` if the union of its sources' events changed, or enters it if it is not in epoll.
