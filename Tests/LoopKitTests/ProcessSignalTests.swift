@@ -286,30 +286,38 @@ struct ProcessSignalTests {
     }
 
     /// A signal taken while a `LoopThread`'s final drain runs blocks reaches the handler while the loop still takes
-    /// work: a block the handler queues runs, where after the end `perform` would trap.
-    @Test func aHandlerCalledInAFinalDrainMayStillQueueWork() throws {
-        let saved = Self.ignoreSIGUSR2()
-        defer { Self.restoreSIGUSR2(saved) }
-        let thread = try LoopThread(name: "drain-signal")
-        let trace = Recorder<String>()
-        let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { count in
-            trace.append("handler \(count)")
-            thread.loop.perform { trace.append("block queued by the handler") }
-        }
-        thread.perform {
-            thread.shutdown()
-            thread.perform {  // runs in the thread's final drain, whose waits are over
-                var set = sigset_t()
-                sigemptyset(&set)
-                sigaddset(&set, SIGUSR2)
-                pthread_sigmask(SIG_UNBLOCK, &set, nil)
-                pthread_kill(pthread_self(), SIGUSR2)  // taken by this thread before pthread_kill returns
-                trace.append("final block")
+    /// work: a block the handler queues runs, where after the end `perform` would trap. In a child process, so that a
+    /// regression fails this test rather than ending the whole run.
+    @Test func aHandlerCalledInAFinalDrainMayStillQueueWork() async {
+        let result = await #expect(processExitsWith: .success, observing: [\.standardErrorContent]) {
+            _ = ProcessSignalTests.ignoreSIGUSR2()
+            let thread = try LoopThread(name: "drain-signal")
+            let trace = Recorder<String>()
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: thread.loop) { count in
+                trace.append("handler \(count)")
+                thread.loop.perform { trace.append("block queued by the handler") }
+            }
+            thread.perform {
+                thread.shutdown()
+                thread.perform {  // runs in the thread's final drain, whose waits are over
+                    var set = sigset_t()
+                    sigemptyset(&set)
+                    sigaddset(&set, SIGUSR2)
+                    pthread_sigmask(SIG_UNBLOCK, &set, nil)
+                    pthread_kill(pthread_self(), SIGUSR2)  // taken by this thread before pthread_kill returns
+                    trace.append("final block")
+                }
+            }
+            thread.join()
+            let expected = ["final block", "handler 1", "block queued by the handler"]
+            guard trace.elements == expected, !source.isValid else {
+                let message = Array("trace \(trace.elements), source valid: \(source.isValid)\n".utf8)
+                _ = message.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }  // to the parent's report
+                exit(1)
             }
         }
-        thread.join()
-        #expect(trace.elements == ["final block", "handler 1", "block queued by the handler"])
-        #expect(!source.isValid)
+        let message = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+        #expect(result?.exitStatus == .exitCode(0), "stderr: \(message.prefix(600))")
     }
 
     /// Removing a listener hands back the deliveries counted for it and not taken, so that a caller can still pass
