@@ -170,6 +170,8 @@ enum DemoCommand: Equatable {
     }
 
     private static func parseHelp(_ rest: ArraySlice<String>) throws(UsageError) -> DemoCommand {
+        // `help tracking --help` asks for the same help twice: `--help` wins here too.
+        let rest = rest.filter { $0 != "--help" && $0 != "-h" }
         guard let topic = rest.first else { return .help(nil) }
         guard rest.count == 1, let command = Name(rawValue: topic) else {
             throw UsageError(description: "no help for '\(rest.joined(separator: " "))'")

@@ -3,25 +3,28 @@ import LoopKit
 /// The program: parses the arguments, runs the command, and returns the exit status.
 ///
 /// Exit statuses: 0 done, 1 a demo failed (a pipe, the trace file), 2 a usage mistake (message and short usage on
-/// standard error), 130 ended by Ctrl-C (after printing what it saw).
+/// standard error), 128 + the signal's number when a signal ended it (130 for Ctrl-C, 143 for SIGTERM), after
+/// printing what it saw.
 enum DemoMain {
     static let success: Int32 = 0
     static let failure: Int32 = 1
     static let usageError: Int32 = 2
-    static let interrupted: Int32 = 130
 
-    /// Prints a demo's closing `text`, then whether Ctrl-C ended it and where its trace went (if it kept one), and
-    /// returns the exit status: `interrupted` or `success`.
-    static func finish(_ text: String, interrupted: Bool, trace: DemoTrace?, palette: Palette) -> Int32 {
+    /// The exit status of a demo that `signal` ended early, as a shell reports a process the signal killed.
+    static func interrupted(by signal: CInt) -> Int32 { 128 + signal }
+
+    /// Prints a demo's closing `text`, then which signal ended it early (if one did) and where its trace went (if it
+    /// kept one), and returns the exit status: `interrupted(by:)` or `success`.
+    static func finish(_ text: String, endedBy signal: CInt?, trace: DemoTrace?, palette: Palette) -> Int32 {
         var text = text
-        if interrupted {
-            text += "\n" + palette.paint("Ended early by Ctrl-C.", .yellow)
+        if let signal {
+            text += "\n" + palette.paint("Ended early by \(InterruptSignal.name(of: signal)).", .yellow)
         }
         if let note = trace?.finish() {
             text += "\n" + palette.paint(note, .dim)
         }
         Terminal.write(text + "\n")
-        return interrupted ? Self.interrupted : Self.success
+        return signal.map(Self.interrupted(by:)) ?? Self.success
     }
 
     /// Runs `loop-demo` with `arguments` (without the program name) on the calling thread, which must be the main

@@ -51,7 +51,7 @@ final class EchoServer {
         }
 
         var isShuttingDown = false
-        let signals = try InterruptSignal(loop: Loop.main) {
+        let signals = try InterruptSignal(loop: Loop.main) { _ in
             guard !isShuttingDown else {
                 Self.log("already shutting down")
                 return

@@ -17,7 +17,7 @@ struct HitchesDemo {
     /// One character of bar per ms/s; longer bars are cut and end in an arrow.
     static let barWidth = 16
 
-    /// Runs the demo and returns the exit status: 0, or 130 after Ctrl-C.
+    /// Runs the demo and returns the exit status: 0, or 128 + the signal's number after Ctrl-C (130) or SIGTERM.
     ///
     /// - Throws: `DemoError` when the trace file cannot be written.
     @available(*, noasync)
@@ -26,9 +26,9 @@ struct HitchesDemo {
         let palette = Palette.forOutput(Terminal.standardOutput, noColor: self.options.common.noColor)
         let trace = try DemoTrace.start(path: self.options.common.tracePath, loop: loop)
         let session = HitchesSession(loop: loop, configuration: .init(duration: self.options.duration))
-        var interrupted = false
-        let interrupt = try InterruptSignal(loop: loop) {
-            interrupted = true
+        var endedBy: CInt?
+        let interrupt = try InterruptSignal(loop: loop) { signal in
+            endedBy = signal
             session.stop()
         }
         defer { interrupt.invalidate() }
@@ -38,21 +38,25 @@ struct HitchesDemo {
         session.onSecond = { second in Terminal.write(Self.row(second, palette: palette) + "\n") }
         let total = session.run()
 
-        return DemoMain.finish("\n" + Self.totals(total, palette: palette), interrupted: interrupted, trace: trace,
+        return DemoMain.finish("\n" + Self.totals(total, palette: palette), endedBy: endedBy, trace: trace,
                                palette: palette)
     }
 
     private func introduction(_ configuration: HitchesSession.Configuration, palette: Palette) -> String {
         let budget = TextFormat.fixed(1000 / Double(configuration.rate), 2)
-        let heavy = configuration.heavyFrames.map {
+        // Only the heavy frames a run this long reaches (a 1 s run has only the first).
+        let heavy = configuration.heavyFrames.filter { $0.offset < configuration.duration }.map {
             TextFormat.compact(TextFormat.milliseconds($0.work)) + " ms at "
                 + TextFormat.compact(TextFormat.seconds($0.offset)) + " s"
         }
         let seconds = { (duration: Duration) in TextFormat.compact(TextFormat.seconds(duration)) + " s" }
+        let work = "Its work is \(TextFormat.compact(TextFormat.milliseconds(configuration.lightWork))) ms"
+        let heavyText = heavy.isEmpty ? work + ". "
+            : work + ", except heavy frames: " + heavy.joined(separator: ", ")
+                + (configuration.duration > configuration.cycle ? " (every \(seconds(configuration.cycle)))" : "")
+                + ". "
         let text = "A \(configuration.rate) Hz display link runs on the main thread's loop for "
-            + "\(seconds(configuration.duration)); a frame lasts \(budget) ms. "
-            + "Its work is \(TextFormat.compact(TextFormat.milliseconds(configuration.lightWork))) ms, except heavy "
-            + "frames: " + heavy.joined(separator: ", ") + " (every \(seconds(configuration.cycle))). "
+            + "\(seconds(configuration.duration)); a frame lasts \(budget) ms. " + heavyText
             + "A hitch is a frame whose work ends after its target (the next frame's time); its hitch time is how "
             + "late. The ratio is ms of hitch per second: good below 5, warning 5 to 10, critical above 10."
         return palette.paint("loop-demo hitches", .bold) + ": frames that miss their deadline.\n\n"

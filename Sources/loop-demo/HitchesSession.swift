@@ -109,7 +109,8 @@ final class HitchesSession {
         link?.invalidate()
         let total = monitor.report
         if total.frames > previous.frames {
-            _ = self.closeSecond(total, previous: previous)  // the last, partial second
+            // The last, partial second: it ends where the session did (Ctrl-C), not at the next whole second.
+            _ = self.closeSecond(total, previous: previous, endingAt: loop.now - start)
         }
         monitor.invalidate()
         return total
@@ -134,10 +135,12 @@ final class HitchesSession {
         return frames
     }
 
-    private func closeSecond(_ report: HitchReport, previous: HitchReport) -> HitchReport {
+    private func closeSecond(_ report: HitchReport, previous: HitchReport, endingAt end: Duration? = nil)
+        -> HitchReport {
         let second = report.since(previous)
         let index = self.seconds.count
-        let closed = Second(index: index, end: min(.seconds(index + 1), self.configuration.duration), report: second)
+        let wholeSecondEnd = min(.seconds(index + 1), self.configuration.duration)
+        let closed = Second(index: index, end: min(end ?? wholeSecondEnd, wholeSecondEnd), report: second)
         self.seconds.append(closed)
         self.onSecond?(closed)
         return report

@@ -10,11 +10,11 @@ import LoopKit
 final class InterruptSignal {
     private let sources: [LoopSignalSource]
 
-    /// Starts catching `signals` for `loop`; `handler` runs on the loop's thread, once per burst of signals.
-    /// Loop thread.
+    /// Starts catching `signals` for `loop`; `handler` runs on the loop's thread, once per burst of signals, with the
+    /// signal's number. Loop thread.
     ///
     /// - Throws: `DemoError` when a signal cannot be caught (e.g. out of descriptors for its pipe).
-    init(loop: Loop, signals: [CInt] = [SIGINT, SIGTERM], handler: @escaping () -> Void) throws(DemoError) {
+    init(loop: Loop, signals: [CInt] = [SIGINT, SIGTERM], handler: @escaping (CInt) -> Void) throws(DemoError) {
         var sources: [LoopSignalSource] = []
         for number in signals {
             do {
@@ -23,7 +23,7 @@ final class InterruptSignal {
                     if Terminal.isTerminal(Terminal.standardError) {
                         Terminal.writeError("\r" + Terminal.clearToEndOfLine)
                     }
-                    handler()
+                    handler(number)
                 })
             } catch {
                 sources.forEach { $0.invalidate() }
@@ -31,6 +31,16 @@ final class InterruptSignal {
             }
         }
         self.sources = sources
+    }
+
+    /// How the user knows `signal`: "Ctrl-C" for SIGINT, else its name ("SIGTERM").
+    static func name(of signal: CInt) -> String {
+        switch signal {
+        case SIGINT: "Ctrl-C"
+        case SIGTERM: "SIGTERM"
+        case SIGHUP: "SIGHUP"
+        default: "signal \(signal)"
+        }
     }
 
     /// Stops catching the signals: their default action applies again. Any thread.

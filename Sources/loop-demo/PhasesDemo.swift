@@ -17,7 +17,7 @@ import LoopKit
 struct PhasesDemo {
     let options: DemoCommand.CommonOptions
 
-    /// Runs the demo and returns the exit status: 0, or 130 after Ctrl-C.
+    /// Runs the demo and returns the exit status: 0, or 128 + the signal's number after Ctrl-C (130) or SIGTERM.
     ///
     /// - Throws: `DemoError` when the pipe or the trace file cannot be set up.
     @available(*, noasync)
@@ -26,16 +26,16 @@ struct PhasesDemo {
         let palette = Palette.forOutput(Terminal.standardOutput, noColor: self.options.noColor)
         let trace = try DemoTrace.start(path: self.options.tracePath, loop: loop)
         let tour = PhasesTour(loop: loop)
-        var interrupted = false
-        let interrupt = try InterruptSignal(loop: loop) {
-            interrupted = true
+        var endedBy: CInt?
+        let interrupt = try InterruptSignal(loop: loop) { signal in
+            endedBy = signal
             tour.stop()
         }
         defer { interrupt.invalidate() }
 
         let events = try tour.run()
         let text = self.introduction(palette) + "\n\n" + self.table(events, result: tour.result, palette: palette)
-        return DemoMain.finish(text, interrupted: interrupted, trace: trace, palette: palette)
+        return DemoMain.finish(text, endedBy: endedBy, trace: trace, palette: palette)
     }
 
     private func introduction(_ palette: Palette) -> String {

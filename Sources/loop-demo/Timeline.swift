@@ -68,11 +68,15 @@ final class Timeline {
         let current = self.scrolls ? self.column(of: now) : min(self.column(of: now), self.width - 1)
         let first = max(0, current - self.width + 1)
         let columns = first..<(first + self.width)
-        let drags = segments.filter { $0.mode == .tracking }.map { ($0.start, $0.end ?? now) }
+        let drags = segments.filter { $0.mode == .tracking }.map { ($0.start, $0.end) }
+        // Only the columns a drag covers whole (the one under way reaching to now and on): a column shared with the
+        // time before or after the drag may hold a default-mode fire, which must not show under the bar.
         let inDrag = columns.map { column -> Bool in
             let start = self.origin + self.tick * column
             let end = start + self.tick
-            return column <= current && drags.contains { $0.0 < end && $0.1 > start }
+            return column <= current && drags.contains { dragStart, dragEnd in
+                dragStart <= start && dragEnd.map { $0 >= end } ?? true
+            }
         }
 
         var lines = [self.ruler(columns)]

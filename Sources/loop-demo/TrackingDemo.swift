@@ -29,7 +29,7 @@ struct TrackingDemo {
         let session = TrackingSession(loop: loop, configuration: configuration, input: input)
 
         let trace = try DemoTrace.start(path: self.options.common.tracePath, loop: loop)
-        let interrupt = try InterruptSignal(loop: loop) { session.quit(interrupted: true) }
+        let interrupt = try InterruptSignal(loop: loop) { session.quit(interruptedBy: $0) }
         defer {
             interrupt.invalidate()
             Terminal.restore()
@@ -53,7 +53,7 @@ struct TrackingDemo {
             if let traceNote { report += "\n" + palette.paint(traceNote, .dim) + "\n" }
             Terminal.write(report)
         }
-        return summary.interrupted ? DemoMain.interrupted : DemoMain.success
+        return summary.interruptingSignal.map(DemoMain.interrupted(by:)) ?? DemoMain.success
     }
 
     private func introduction(_ configuration: TrackingSession.Configuration, palette: Palette) -> String {

@@ -46,10 +46,10 @@ struct TrackingReport {
             lines.append(self.palette.paint(TextFormat.left(item.label, Timeline.labelWidth), Timeline.style(of: item))
                 + cells.joined())
         }
-        let interrupted = self.summary.interrupted
-            ? "\n" + self.palette.paint("Ended early by Ctrl-C after \(TextFormat.fixed(self.summary.seconds, 2)) s.",
-                                        .yellow)
-            : ""
+        let interrupted = self.summary.interruptingSignal.map {
+            "\n" + self.palette.paint("Ended early by \(InterruptSignal.name(of: $0)) after "
+                                      + "\(TextFormat.fixed(self.summary.seconds, 2)) s.", .yellow)
+        } ?? ""
         return lines.map(Self.trimmed).joined(separator: "\n") + interrupted + "\n\n" + self.verdict() + "\n"
     }
 
@@ -68,6 +68,11 @@ struct TrackingReport {
             + self.palette.paint("\(defaultFires) fires", defaultFires == 0 ? .red + .bold : .bold)
             + " in \(drags); common-mode timer: "
             + self.palette.paint("\(summary.dragFires(of: .commonTimer))", .green + .bold) + "."
+        guard summary.hasATellingDrag else {
+            return title + " " + facts + "\n"
+                + "Too short to tell: the timers tick every \(TextFormat.fixed(TrackingSummary.telling, 1)) s. Hold a "
+                + "drag longer than that to see the difference."
+        }
         let link = "The display link drew "
             + self.palette.paint("\(summary.dragFires(of: .displayLink)) frames", .magenta + .bold)
             + " in the drag: in `common`, it keeps animating."

@@ -76,8 +76,8 @@ final class TrackingSession {
     /// Whether the loop is running `tracking` for a drag.
     private(set) var isDragging = false
     private(set) var isFinished = false
-    /// Whether `quit(interrupted: true)` ended the session (Ctrl-C).
-    private(set) var wasInterrupted = false
+    /// The signal that ended the session (`quit(interruptedBy:)`), if one did.
+    private(set) var interruptingSignal: CInt?
     private var timers: [LoopTimer] = []
     private var link: LoopDisplayLink?
 
@@ -120,7 +120,7 @@ final class TrackingSession {
         if let last = segments.indices.last, segments[last].end == nil {
             segments[last].end = min(self.loop.now, self.deadline)
         }
-        return TrackingSummary(segments: segments, fps: self.configuration.fps, interrupted: self.wasInterrupted)
+        return TrackingSummary(segments: segments, fps: self.configuration.fps, interruptingSignal: self.interruptingSignal)
     }
 
     // MARK: Input (loop thread)
@@ -165,10 +165,10 @@ final class TrackingSession {
     }
 
     /// Ends the session early (`q`, end of input, Ctrl-C). A drag in progress ends first.
-    func quit(interrupted: Bool = false) {
+    func quit(interruptedBy signal: CInt? = nil) {
         guard !self.isFinished else { return }
         self.isFinished = true
-        self.wasInterrupted = interrupted
+        self.interruptingSignal = signal
         self.loop.stop()
     }
 

@@ -2,8 +2,11 @@
 struct TrackingSummary: Equatable, Sendable {
     let segments: [TrackingSegment]
     let fps: Int
-    /// Whether Ctrl-C ended the session.
-    let interrupted: Bool
+    /// The signal that ended the session early (Ctrl-C's SIGINT, SIGTERM), if one did.
+    let interruptingSignal: CInt?
+
+    /// Whether a signal ended the session early.
+    var interrupted: Bool { self.interruptingSignal != nil }
 
     /// The whole session's length in seconds.
     var seconds: Double {
@@ -25,12 +28,21 @@ struct TrackingSummary: Equatable, Sendable {
         self.drags.reduce(0) { $0 + $1.fires(of: item) }
     }
 
-    /// Whether the session shows the lesson: at least one drag, no default-mode fire in any drag, and the common
-    /// timer and the display link firing in every segment long enough for them (a tenth of a second).
+    /// How long a segment must last for the timers to show in it: their interval, a tenth of a second.
+    static let telling = 0.1
+
+    /// Whether some drag lasted long enough for the timers to show what the mode does (`telling`). A shorter one
+    /// (Enter pressed twice at once) proves nothing either way.
+    var hasATellingDrag: Bool {
+        self.drags.contains { $0.seconds >= Self.telling }
+    }
+
+    /// Whether the session shows the lesson: a drag long enough to tell, no default-mode fire in any drag, and the
+    /// common timer and the display link firing in every segment long enough for them.
     var showsTheLesson: Bool {
-        guard !self.drags.isEmpty, self.dragFires(of: .defaultTimer) == 0 else { return false }
+        guard self.hasATellingDrag, self.dragFires(of: .defaultTimer) == 0 else { return false }
         return self.segments.allSatisfy { segment in
-            segment.seconds < 0.1
+            segment.seconds < Self.telling
                 || (segment.fires(of: .commonTimer) > 0 && segment.fires(of: .displayLink) > 0)
         }
     }

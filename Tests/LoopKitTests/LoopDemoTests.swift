@@ -65,7 +65,7 @@ struct LoopDemoTests {
         let start = clock.now
         // What Ctrl-C does, through InterruptSignal's source: quit on the loop's thread, here in the drag.
         let interrupt = LoopTimer(fireAt: start + .milliseconds(1500), on: loop.assumeIsolated()) { _ in
-            session.quit(interrupted: true)
+            session.quit(interruptedBy: SIGINT)
         }
         loop.add(interrupt, forMode: .common)
         let summary = try session.run()
@@ -93,6 +93,29 @@ struct LoopDemoTests {
         #expect(summary.segments[1].fires(of: .defaultTimer) == 0)
         #expect(summary.segments[1].fires(of: .commonTimer) > 0)
         #expect(!summary.interrupted)
+    }
+
+    /// A drag shorter than the timers' interval (Enter pressed twice at once) shows nothing: the verdict says so,
+    /// instead of stating the lesson over counts of zero.
+    @Test func aDragTooShortForTheTimersGetsNoLesson() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let keys = try DemoPipe()
+        let session = TrackingSession(loop: loop, configuration: .init(duration: nil),
+                                      input: KeyboardTouchInput(descriptor: keys.readEnd))
+        let start = clock.now
+        for (milliseconds, key) in [(500, "\n"), (530, "\n"), (1000, "q")] {
+            loop.add(LoopTimer(fireAt: start + .milliseconds(milliseconds)) { _ in keys.write(Array(key.utf8)) },
+                     forMode: .common)
+        }
+        let summary = try session.run()
+        #expect(summary.segments.map(\.name) == ["before", "drag", "after"])
+        #expect(!summary.hasATellingDrag)
+        #expect(!summary.showsTheLesson)
+        let verdict = TrackingReport(summary: summary, palette: Palette(isEnabled: false)).verdict()
+        #expect(verdict.contains("Too short to tell"), "\(verdict)")
+        #expect(!verdict.contains("keeps animating"), "\(verdict)")
     }
 
     @Test func touchEventsSurviveTheirWireRecord() {
@@ -244,6 +267,8 @@ struct LoopDemoTests {
         #expect(try DemoCommand.parse(["--help"]) == .help(nil))
         #expect(try DemoCommand.parse(["-h"]) == .help(nil))
         #expect(try DemoCommand.parse(["help", "phases"]) == .help(.phases))
+        #expect(try DemoCommand.parse(["help", "--help"]) == .help(nil))
+        #expect(try DemoCommand.parse(["help", "tracking", "-h"]) == .help(.tracking))
     }
 
     @Test(arguments: [
