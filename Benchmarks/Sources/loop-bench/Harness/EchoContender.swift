@@ -3,7 +3,8 @@ import Foundation
 /// One server of the echo scenario: its child process, the client connected to it, and what was measured.
 ///
 /// A contender that cannot start, or fails during the run, keeps the reason in `problem` and is stopped at once; its
-/// rows then say "not run" with that reason, and nothing it measured is reported. Used from one thread.
+/// rows then say "not run" (or "failed", when the server itself misbehaved) with that reason, and nothing it measured
+/// is reported. Used from one thread.
 final class EchoContender {
     /// How long a server may take to print its `listening on 127.0.0.1:PORT` line.
     static let startTimeoutMilliseconds = 10_000
@@ -12,6 +13,9 @@ final class EchoContender {
     /// The command line, for the notes.
     let command: String
     private(set) var problem: String?
+    /// Whether `problem` is the server's own failure (it stopped, printed something else, or broke a connection), not
+    /// the machine's (the program missing, the descriptor limit).
+    private(set) var serverFailed = false
     private var server: ChildProcess?
     private var client: EchoClient?
     /// The child process that holds the idle connections, if any.
@@ -32,7 +36,8 @@ final class EchoContender {
 
     /// The row of a contender that did not run (or failed): "not run", and why.
     var notRunResult: ImplementationResult {
-        ImplementationResult(implementation: self.name, distribution: nil, notRunReason: self.problem)
+        ImplementationResult(implementation: self.name, distribution: nil, notRunReason: self.problem,
+                             failed: self.serverFailed)
     }
 
     var messagesPerSecond: Double { Double(self.roundTrips) / (Double(self.measuredNanoseconds) / 1e9) }
@@ -61,7 +66,7 @@ final class EchoContender {
                 case .success(let holder):
                     self.idleHolder = holder
                 case .failure(let failure):
-                    self.fail("`\(self.command)`: \(failure.reason)")
+                    self.fail("`\(self.command)`: \(failure.reason)", byServer: false)
                     return
                 }
             }
@@ -140,9 +145,13 @@ final class EchoContender {
         }
     }
 
-    /// Records why the contender stops here, and stops it.
-    private func fail(_ reason: String) {
-        self.problem = self.problem ?? reason
+    /// Records why the contender stops here, and stops it. `byServer`: the server misbehaved, rather than the machine
+    /// could not hold the run.
+    private func fail(_ reason: String, byServer: Bool = true) {
+        if self.problem == nil {
+            self.problem = reason
+            self.serverFailed = byServer
+        }
         self.stop()
     }
 }

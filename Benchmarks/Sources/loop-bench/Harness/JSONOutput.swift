@@ -39,6 +39,8 @@ enum JSONOutput {
         let figures: [String: Double]?
         /// Why the implementation was not measured, when its scenario ran without it.
         let notRun: String?
+        /// `true` when it was not measured because it started and then failed (see `notRun`).
+        let failed: Bool?
     }
 
     struct Scenario: Encodable {
@@ -121,7 +123,7 @@ enum JSONOutput {
                               max: finite(distribution?.max), mean: finite(distribution?.mean),
                               figures: $0.figures.isEmpty ? nil : Dictionary(
                                   $0.figures.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }),
-                              notRun: $0.notRunReason)
+                              notRun: $0.notRunReason, failed: $0.failed ? true : nil)
             }, notes: report.notes)
         }
     }

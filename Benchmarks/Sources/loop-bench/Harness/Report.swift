@@ -33,8 +33,11 @@ struct ImplementationResult: Sendable {
     let distribution: Distribution?
     var figures: [Figure] = []
     /// Why the implementation was not measured although its scenario ran (a program missing, a server that failed);
-    /// its row then shows "not run", and its targets NOT RUN.
+    /// its row then shows "not run" (or "failed"), and its targets NOT RUN.
     var notRunReason: String?
+    /// Whether the implementation started and then failed (a server that stopped or misbehaved), rather than could
+    /// not be run here at all (a program not built, a descriptor limit). LoopKit's own failure fails its targets.
+    var failed = false
 
     /// The figure named `name`, if any.
     func figure(_ name: String) -> Double? {
@@ -147,7 +150,7 @@ enum TablePrinter {
                 }
             } else if report.unit != .figures {
                 let cells = header.count - 1 - figureNames.count
-                row += [result.notRunReason == nil ? "-" : "not run"] + Array(repeating: "-", count: cells - 1)
+                row += [result.notRunReason == nil ? "-" : (result.failed ? "failed" : "not run")] + Array(repeating: "-", count: cells - 1)
             }
             for name in figureNames {
                 row.append(result.figure(name).map(Format.number) ?? "-")

@@ -35,11 +35,20 @@ struct VerdictJudge {
                            + (factor == 1 ? "" : " = \(unit(bound))"))
     }
 
-    /// A NOT RUN verdict for `target` when its scenario ran without one of `implementations`, with the reason.
+    /// A verdict for `target` when its scenario ran without one of `implementations`, with the reason: NOT MET when
+    /// a LoopKit implementation started and failed (LoopKit's own failure is a miss), NOT RUN otherwise (the machine
+    /// could not hold the run, or a peer failed and there is nothing to compare with).
     private func notRun(_ target: String, _ report: String, _ implementations: [String]) -> Verdict? {
-        let reason = implementations.lazy.compactMap { self.report(report)?.result($0)?.notRunReason }.first
-        return reason.map {
-            Verdict(target: target, value: nil, bound: nil, detail: "not run: " + $0, wasNotRun: true)
+        let missing = implementations.lazy.compactMap { self.report(report)?.result($0) }.filter {
+            $0.notRunReason != nil
+        }
+        if let failure = missing.first(where: { $0.failed && $0.implementation.hasPrefix("LoopKit") }) {
+            return Verdict(target: target, value: .infinity, bound: 1,
+                           detail: "\(failure.implementation) failed: " + (failure.notRunReason ?? ""))
+        }
+        return missing.first.map {
+            Verdict(target: target, value: nil, bound: nil, detail: "not run: " + ($0.notRunReason ?? ""),
+                    wasNotRun: true)
         }
     }
 

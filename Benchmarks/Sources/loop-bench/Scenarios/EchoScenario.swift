@@ -188,10 +188,10 @@ struct EchoScenario: Scenario {
         return report
     }
 
-    /// A note per server that was not run, and how the servers that ran to the end exited after SIGTERM.
+    /// A note per server that was not run or failed, and how the servers that ran to the end exited after SIGTERM.
     static func problemNotes(_ contenders: [EchoContender]) -> [String] {
         var notes = contenders.compactMap { contender in
-            contender.problem.map { "\(contender.name): not run: \($0)." }
+            contender.problem.map { "\(contender.name): \(contender.serverFailed ? "failed" : "not run"): \($0)." }
         }
         let finished = contenders.filter(\.isRunning)
         let failed = finished.filter { $0.ending != .exited(status: 0) }
