@@ -20,9 +20,14 @@ extension Loop {
     /// - Complexity: O(log *n*) for *n* timers in the mode.
     @discardableResult
     public func add(_ timer: LoopTimer, forMode mode: LoopMode) -> Bool {
-        self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)") {
-            timer.resolveFireDate { self.now }  // only once accepted: a refused timer keeps no date
+        var resolved: LoopInstant?
+        let isAdded = self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)") {
+            resolved = timer.resolveFireDate { self.now }  // only once accepted: a refused timer keeps no date
         }
+        if !isAdded, let resolved {
+            timer.forgetFireDate(resolved)  // the loop ended meanwhile: the date is fixed by the add that takes it
+        }
+        return isAdded
     }
 
     /// Removes `timer` from `mode`; it stays valid and in its other modes. Any thread.
@@ -114,9 +119,15 @@ extension Loop {
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
         // The link is kept alive until its timer is attached, whose grid retains it from then on: added from another
         // thread, it would otherwise be freed on the way if the caller keeps no reference.
-        self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)", keepingAlive: link) {
-            link.timer.resolveFireDate { self.now }
+        var resolved: LoopInstant?
+        let isAdded = self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)",
+                                   keepingAlive: link) {
+            resolved = link.timer.resolveFireDate { self.now }
         }
+        if !isAdded, let resolved {
+            link.timer.forgetFireDate(resolved)
+        }
+        return isAdded
     }
 
     /// Stops `link` ticking in `mode`. Any thread.
@@ -219,6 +230,7 @@ extension Loop {
 
     func containsItem(_ item: any LoopItem, in mode: LoopMode) -> Bool {
         self.preconditionIsCurrent("Loop.contains(_:inMode:)")
+        self.applyControlMessagesQueuedBefore()  // an add that returned on another thread is in by now
         if mode == .common {
             return self.commonItems[ObjectIdentifier(item)] != nil
         }

@@ -413,6 +413,10 @@ public final class Loop: @unchecked Sendable {
             if let droppedWork {
                 return ((droppedWork, droppedBlocks), toRun)
             }
+            if finalDrain == .everything {
+                // An item change queued before one of these blocks is applied before it runs, as in a pass.
+                self.applyControlMessages()
+            }
             for block in toRun {
                 block.body()
             }
@@ -541,6 +545,10 @@ public final class Loop: @unchecked Sendable {
 
     /// Runs `body` with the loop now if called on the loop's thread, else at the loop's next pass (waking it).
     ///
+    /// On the loop's thread, the changes other threads queued before this call are applied first: each returned
+    /// before this one was made (as in CF, where an add or a remove is done when it returns), so a remove here must
+    /// not be undone by an add queued earlier and applied at the next pass.
+    ///
     /// Once the loop has ended (its thread exited, or its `LoopThread` finished), item changes are moot and dropped.
     ///
     /// Inlined so that on the loop's thread the closure is only called, not allocated: a loop thread adding a million
@@ -551,10 +559,20 @@ public final class Loop: @unchecked Sendable {
     @discardableResult
     func onLoopThread(_ body: @escaping @Sendable (Loop) -> Void) -> Bool {
         if self.isCurrent {
+            self.applyControlMessagesQueuedBefore()
             body(self)
             return true
         }
         return self.post(body)
+    }
+
+    /// Applies the item changes other threads queued, if any, before one made on the loop's thread (`onLoopThread`,
+    /// `contains`). Loop thread.
+    @inline(__always)
+    func applyControlMessagesQueuedBefore() {
+        if self.state.pending.contains(.controlMessages) || self.nextControlMessage < self.takenControlMessages.count {
+            self.applyControlMessages()
+        }
     }
 
     /// Queues `body` for the loop's next pass, waking it. Any thread.

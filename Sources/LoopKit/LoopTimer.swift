@@ -259,12 +259,26 @@ public final class LoopTimer: @unchecked Sendable {
     /// Fixes a relative first fire date against `now`, on the first addition to a loop (any thread). The clock is read
     /// only for a timer that has no date yet (an add costs no clock read otherwise), and outside the lock: a clock is
     /// user code.
-    func resolveFireDate(now: () -> LoopInstant) {
-        guard self.withSchedule({ $0.fireDate == nil }) else { return }
+    ///
+    /// - Returns: The date it fixed, or `nil` if the timer had one already.
+    @discardableResult
+    func resolveFireDate(now: () -> LoopInstant) -> LoopInstant? {
+        guard self.withSchedule({ $0.fireDate == nil }) else { return nil }
         let now = now()
+        return self.withSchedule { schedule in
+            guard schedule.fireDate == nil else { return nil }
+            let date = self.grid?.nextSlot(nil, now) ?? now + self.interval
+            schedule.fireDate = date
+            return date
+        }
+    }
+
+    /// Undoes `resolveFireDate` for an add the loop refused (it ended meanwhile), unless the date changed since: the
+    /// add that takes the timer fixes it then. Any thread.
+    func forgetFireDate(_ resolved: LoopInstant) {
         self.withSchedule { schedule in
-            if schedule.fireDate == nil {
-                schedule.fireDate = self.grid?.nextSlot(nil, now) ?? now + self.interval
+            if schedule.fireDate == resolved {
+                schedule.fireDate = nil
             }
         }
     }

@@ -305,6 +305,43 @@ final class PlanBox<Plan>: @unchecked Sendable {
     init(plan: Plan) { self.plan = plan }
 }
 
+/// Item changes from another thread and from the loop's own, in the order they were made.
+@Suite("Item changes in the order they returned", .serialized, .timeLimit(.minutes(1)))
+struct ItemChangeOrderTests {
+    /// An add made on another thread returned before the loop's thread removes the item: the remove wins, as in CF,
+    /// where an add is done when it returns. Before, the remove found nothing (the add was still queued) and the add,
+    /// applied at the next pass, left the item in the mode for good.
+    @Test func aRemoveOnTheLoopsThreadWinsOverAnAddThatReturnedBeforeIt() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let source = LoopSource { _ in }
+        let adder = startThread { loop.add(source, forMode: .default) }
+        adder.join()
+        #expect(loop.contains(source, inMode: .default))  // done when it returned
+        loop.remove(source, forMode: .default)
+        #expect(!loop.contains(source, inMode: .default))
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(10)) == .timedOut)
+        #expect(!loop.contains(source, inMode: .default))
+    }
+
+    /// The same with the query left out: the remove alone applies the add queued before it.
+    @Test func aRemoveOnTheLoopsThreadAppliesAnAddQueuedBeforeIt() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let trace = Recorder<String>()
+        let source = LoopSource(onSchedule: { _, _ in trace.append("joined") },
+                                onUnschedule: { _, _ in trace.append("left") }) { _ in }
+        let adder = startThread { loop.add(source, forMode: .default) }
+        adder.join()
+        loop.remove(source, forMode: .default)
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(10)) == .timedOut)
+        #expect(trace.elements == ["joined", "left"])
+        #expect(!loop.contains(source, inMode: .default))
+    }
+}
+
 /// What a thread's final drain still runs.
 @Suite("The final drain of a loop thread", .serialized, .timeLimit(.minutes(1)))
 struct FinalDrainTests {
@@ -359,6 +396,25 @@ struct FinalDrainTests {
         first.signal()
         thread.shutdownAndJoin()
         #expect(trace.elements == ["first", "added", "late joined tracking", "late", "late left tracking"])
+    }
+
+    /// Another thread adds an item, then queues a block, while a round of the final drain runs: the block, taken in
+    /// that round, runs after the add is applied, as in a pass.
+    @Test func aBlockQueuedAfterAnItemChangeDuringTheFinalDrainRunsAfterIt() throws {
+        let thread = try LoopThread()
+        let trace = Recorder<String>()
+        let late = LoopSource(onSchedule: { _, _ in trace.append("late joined") }) { _ in }
+        let first = LoopSource { _ in
+            let other = startThread {
+                thread.loop.add(late, forMode: .tracking)
+                thread.loop.perform { trace.append("block") }
+            }
+            other.join()  // both queued after this round applied the changes, before it takes the blocks
+        }
+        thread.loop.add(first, forMode: .tracking)
+        first.signal()
+        thread.shutdownAndJoin()
+        #expect(trace.elements == ["late joined", "block"])
     }
 }
 
