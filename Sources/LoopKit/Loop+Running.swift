@@ -33,12 +33,13 @@ extension Loop {
         }
         let items = self.modeItems(for: mode)
         self.runningModes.append(mode)
+        let isHostPass = self.hostPassDepth == self.runningModes.count
         self.state.withLock { $0.enterRun() }
         if !self.hasReached(deadline) {
             self.waiter.runWillBegin(in: items)  // not for a run that only looks, as a host loop's pass
         }
         defer {
-            self.state.withLock { $0.leaveRun() }
+            self.state.withLock { $0.leaveRun(isHostPass: isHostPass) }
             self.runningModes.removeLast()
         }
 

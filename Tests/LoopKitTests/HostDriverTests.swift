@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Synchronization
 import Testing
 @testable import LoopKit
 
@@ -155,6 +156,26 @@ struct HostDriverTests {
         #expect(driver.dispatch() == .stopped)
         _ = driver.prepare()
         #expect(driver.dispatch() == .timedOut)
+    }
+
+    /// A stop made after a host pass's last look (here by the mode's `exit` observer; another thread can make one
+    /// there too) is the host's next `dispatch()`'s, as one made between passes is: not spent with the pass it came
+    /// too late for, which would leave the host asleep.
+    @Test func aStopMadeAtTheEndOfAHostPassEndsTheNextDispatch() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let driver = try LoopHostDriver(loop: loop)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let stopsLeft = Atomic<Int>(1)
+        loop.add(LoopObserver(activities: .exit) { _, _ in
+            if stopsLeft.subtract(1, ordering: .relaxed).newValue == 0 { loop.stop() }
+        }, forMode: .default)
+        _ = driver.prepare()
+        #expect(driver.dispatch() == .timedOut)  // its stop came after the pass's result
+        #expect(driver.prepare() == .zero)
+        #expect(driver.dispatch() == .stopped)
+        _ = driver.prepare()
+        #expect(driver.dispatch() == .timedOut)  // spent
     }
 
     /// A source invalidated and its descriptor closed at once (the usual order) leaves nothing of it in the

@@ -185,13 +185,17 @@ struct LoopStateMachine {
     }
 
     /// Leaves a run; a stop it did not take (another result won) passes to the run outside it, and is spent with the
-    /// outermost run.
-    mutating func leaveRun() {
+    /// outermost run, unless that was a host's pass (`LoopHostDriver.dispatch()`, `isHostPass`) while a driver lives:
+    /// then the host's next `dispatch()` takes it, as it takes one made while no run is active (one made after the
+    /// pass's last look, by an `exit` observer or another thread, is not lost between the two).
+    mutating func leaveRun(isHostPass: Bool = false) {
         self.runDepth -= 1
         if let depth = self.stopDepths.last, depth > self.runDepth {
             self.stopDepths.removeLast()
             if self.runDepth > 0 && self.stopDepths.last != self.runDepth {
                 self.stopDepths.append(self.runDepth)
+            } else if self.runDepth == 0 && isHostPass && self.hostDrivers > 0 {
+                self.isStopPendingForHost = true
             }
         }
         if self.runDepth == 0 {
