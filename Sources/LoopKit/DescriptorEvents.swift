@@ -14,7 +14,8 @@ public struct DescriptorEvents: OptionSet, Hashable, Sendable, CustomStringConve
     public static let writable = DescriptorEvents(rawValue: 1 << 1)
     /// An error is pending on the descriptor (`POLLERR`).
     public static let error = DescriptorEvents(rawValue: 1 << 2)
-    /// The peer hung up (`POLLHUP`).
+    /// The descriptor hung up (`POLLHUP`): a pipe's writers are all gone, or a socket is shut down both ways or
+    /// reset. A TCP peer's close alone shows as `readable`, with a read that returns 0.
     public static let hangUp = DescriptorEvents(rawValue: 1 << 3)
     /// The descriptor is not open: it was closed without cancelling the source (`POLLNVAL`).
     public static let invalid = DescriptorEvents(rawValue: 1 << 4)

@@ -30,6 +30,9 @@ final class EchoServer {
     /// - Throws: `DemoError` when the socket, the loops or the signal sources cannot be set up.
     @available(*, noasync)
     func run() throws(DemoError) -> Int32 {
+        // A log line to a pipe whose reader has gone (`loop-demo echo 2>&1 | head -1`) must fail with EPIPE, not kill
+        // the server mid-drain; the sockets send with MSG_NOSIGNAL already.
+        signal(SIGPIPE, SIG_IGN)
         let (listening, port) = try EchoSocket.listen(port: self.options.port)
         let group: LoopGroup
         do {
@@ -75,8 +78,15 @@ final class EchoServer {
             Terminal.write("listening on 127.0.0.1:\(port)\n")
         }
         Loop.main.run()
-        signals.invalidate()
+        if setUpError != nil {
+            // Not the shutdown path, which closed it first: a connection accepted now would be handed to a loop
+            // that has ended.
+            Self.onLoop(acceptingLoop) { listener.value.close() }
+        }
         group.syncShutdownGracefully()  // every loop thread has ended when this returns, and no helper thread lives on
+        // Only now: a second Ctrl-C or SIGTERM during the shutdown above is caught (and ignored), not the default
+        // action that would end the process before its connections are flushed.
+        signals.invalidate()
         if let setUpError {
             throw setUpError
         }

@@ -226,6 +226,40 @@ struct HostileDemoTests {
         #expect(status != nil, "loop-demo --interactive <&- still ran after 20 s")
     }
 
+    /// With standard error a pipe whose reader has gone (`loop-demo echo 2>&1 | head -1`), the log line of the
+    /// shutdown gets EPIPE instead of killing the server with SIGPIPE before it has drained: it exits 0.
+    @Test func echoLoggingToAPipeWithNoReaderStillShutsDownCleanly() throws {
+        let output = try TestPipe()
+        let errors = try TestPipe()
+        let path = try DemoProcess.executable().path
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, output.writeEnd, 1)  // the pipes are close-on-exec: only these
+        posix_spawn_file_actions_adddup2(&actions, errors.writeEnd, 2)
+        let arguments: [String] = [path, "echo", "--loops", "1"]
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        try #require(posix_spawn(&pid, path, &actions, nil, argv, environ) == 0)
+        output.closeWriteEnd()
+        errors.closeWriteEnd()
+        errors.closeReadEnd()  // the reader is gone before the server writes a line there
+        var printed = ""
+        let giveUp = Date().addingTimeInterval(20)
+        while !printed.contains("listening on"), Date() < giveUp {
+            var watch = pollfd(fd: output.readEnd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&watch, 1, 100)
+            printed += output.readAll()
+        }
+        #expect(printed.contains("listening on"), "stdout: \(printed)")
+        kill(pid, SIGTERM)
+        let status = try #require(Self.waitStatus(pid))
+        #expect(status & 0x7f == 0, "killed by signal \(status & 0x7f)")
+        #expect((status >> 8) & 0xff == 0, "exit status \((status >> 8) & 0xff)")
+    }
+
     /// With standard output closed, the listening socket takes descriptor 1; `listening on ...` is then written to
     /// it and SIGPIPE kills the server silently.
     @Test func echoWithStandardOutputClosedDoesNotDieOfSIGPIPE() throws {

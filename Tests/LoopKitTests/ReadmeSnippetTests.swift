@@ -31,10 +31,18 @@ enum ReadmeSnippets {
             print("tick")
         }, forMode: .common)
 
-        // A descriptor source calls back while `socket` is readable; the loop never reads it, the handler does.
+        // A descriptor source calls back while `socket` is readable (level-triggered: again while data is left); the loop
+        // never reads it, the handler does. Cancel the source, then close the descriptor: its number may be reused at once.
         let reader = LoopDescriptorSource(descriptor: socket, events: .readable) { source, events in
-            if events.contains(.readable) { /* read(source.descriptor, ...) until EAGAIN */ }
-            if events.contains(.hangUp) || events.contains(.invalid) { source.invalidate() }
+            guard !events.contains(.invalid) else { return }   // closed behind the loop's back: the loop cancels the source
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = read(source.descriptor, &buffer, buffer.count)
+            if count > 0 { /* use buffer[..<count] */ }
+            // 0 is the peer's end of input (a TCP close brings `readable`, seldom `hangUp`); EAGAIN is nothing yet.
+            if count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR) {
+                source.invalidate()
+                close(source.descriptor)
+            }
         }
         loop.add(reader, forMode: .default)
 
