@@ -436,6 +436,14 @@ public final class Loop: @unchecked Sendable {
         self.letGoOfItems.load(ordering: .acquiring)
     }
 
+    /// Waits until the teardown of this loop, which has ended, has let go of its items (no user code runs from the end
+    /// until then, so the wait is short). Any thread; on the loop's own, returns at once (it would wait for itself).
+    func waitUntilItemsAreLetGo() {
+        while !self.hasLetGoOfItems && !self.isCurrent {
+            PlatformThread.offerProcessor()
+        }
+    }
+
     /// Every item in every mode, with the mode, in a stable order. Loop thread (or deinit).
     func scheduledItems() -> [(any LoopItem, LoopMode)] {
         var result: [(any LoopItem, LoopMode)] = []

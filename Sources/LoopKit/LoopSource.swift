@@ -95,7 +95,10 @@ public final class LoopSource: @unchecked Sendable {
         }
         loop.forgetSignal(of: self)
         if !loop.detachEverywhere(self) {
-            _ = self.shared.takeCallbacks()  // its loop has ended, and took it out of its modes as it did
+            // Its loop has ended: its teardown takes the source out of its modes, and holds on to `onUnschedule` for
+            // each. Let go of the callbacks only once it has, or the source would never hear it left.
+            loop.waitUntilItemsAreLetGo()
+            _ = self.shared.takeCallbacks()
         }
     }
 
