@@ -25,7 +25,7 @@ extension Loop {
             resolved = timer.resolveFireDate { self.now }  // only once accepted: a refused timer keeps no date
         }
         if !isAdded, let resolved {
-            timer.forgetFireDate(resolved)  // the loop ended meanwhile: the date is fixed by the add that takes it
+            timer.forgetFireDate(resolved, refusedBy: self)  // ended meanwhile: the add that takes it fixes the date
         }
         return isAdded
     }
@@ -125,7 +125,7 @@ extension Loop {
             resolved = link.timer.resolveFireDate { self.now }
         }
         if !isAdded, let resolved {
-            link.timer.forgetFireDate(resolved)
+            link.timer.forgetFireDate(resolved, refusedBy: self)
         }
         return isAdded
     }
@@ -147,6 +147,7 @@ extension Loop {
     @available(*, noasync)
     public var commonModes: Set<LoopMode> {
         self.preconditionIsCurrent("Loop.commonModes")
+        self.applyControlMessagesQueuedBefore()  // an `addCommonMode` that returned on another thread is in
         return self.commonModeSet
     }
 
@@ -176,6 +177,7 @@ extension Loop {
     @available(*, noasync)
     public var allModes: Set<LoopMode> {
         self.preconditionIsCurrent("Loop.allModes")
+        self.applyControlMessagesQueuedBefore()
         return Set(self.modeItemsByMode.keys).union(self.commonModeSet)
     }
 

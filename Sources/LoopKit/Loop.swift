@@ -530,7 +530,7 @@ public final class Loop: @unchecked Sendable {
     /// `dispatch()` then returns `.stopped`. The stop belongs to the run innermost at the call:
     /// a run nested later (by the callback that called `stop()`) does not take it. A stop that arrives while a nested
     /// run is ending for another reason (a handled source, its deadline) ends the outer run; at the outermost run it is
-    /// spent.
+    /// spent, unless that run was a host's pass (`LoopHostDriver.dispatch()`): the host's next `dispatch()` takes it.
     public func stop() {
         self.wake(if: self.state.withLock { $0.requestStop() })
     }
@@ -575,10 +575,12 @@ public final class Loop: @unchecked Sendable {
     }
 
     /// Applies the item changes other threads queued, if any, before one made on the loop's thread (`onLoopThread`,
-    /// `contains`). Loop thread.
+    /// the queries of items and modes). Loop thread. Not once the loop is ending: its final drain applies them round
+    /// by round (`end(finalDrain:)`), and its teardown drops what is left.
     @inline(__always)
     func applyControlMessagesQueuedBefore() {
-        if self.state.pending.contains(.controlMessages) || self.nextControlMessage < self.takenControlMessages.count {
+        if self.state.pending.contains(.controlMessages) || self.nextControlMessage < self.takenControlMessages.count,
+           !self.isEnding {
             self.applyControlMessages()
         }
     }
@@ -613,8 +615,12 @@ public final class Loop: @unchecked Sendable {
             message(self)
         }
         if !self.takenControlMessages.isEmpty {
+            // The cursor is reset before the messages are released: a capture's deinit is user code, which may
+            // change an item here and so apply newer messages, and must find the list and the cursor in step.
+            let spent = self.takenControlMessages
             self.takenControlMessages = []
             self.nextControlMessage = 0
+            withExtendedLifetime(spent) {}
         }
     }
 }

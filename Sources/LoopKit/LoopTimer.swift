@@ -273,11 +273,12 @@ public final class LoopTimer: @unchecked Sendable {
         }
     }
 
-    /// Undoes `resolveFireDate` for an add the loop refused (it ended meanwhile), unless the date changed since: the
-    /// add that takes the timer fixes it then. Any thread.
-    func forgetFireDate(_ resolved: LoopInstant) {
+    /// Undoes `resolveFireDate` for an add that `loop` refused (it ended meanwhile): the add that takes the timer
+    /// fixes the date then. Kept if the date changed since, or another loop has taken the timer (its entry is queued
+    /// at that date, which a forgotten date would leave unfired for good). Any thread.
+    func forgetFireDate(_ resolved: LoopInstant, refusedBy loop: Loop) {
         self.withSchedule { schedule in
-            if schedule.fireDate == resolved {
+            if schedule.fireDate == resolved, schedule.tie.loop == nil || schedule.tie.loop === loop {
                 schedule.fireDate = nil
             }
         }

@@ -340,6 +340,37 @@ struct ItemChangeOrderTests {
         #expect(trace.elements == ["joined", "left"])
         #expect(!loop.contains(source, inMode: .default))
     }
+
+    /// A capture let go of on the loop's thread while it applies queued changes (an isolated view's callback,
+    /// released on another thread, is handed to the loop) whose deinit changes items while another thread queues a
+    /// change: neither change is lost.
+    @Test func aChangeQueuedWhileAReleasedCaptureChangesItemsIsNotLost() throws {
+        final class Witness {
+            let onDeinit: () -> Void
+            init(_ onDeinit: @escaping () -> Void) { self.onDeinit = onDeinit }
+            deinit { self.onDeinit() }
+        }
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let queued = LoopSource { _ in }
+        let direct = LoopSource { _ in }
+        var witness: Witness? = Witness {
+            let other = startThread { loop.add(queued, forMode: .default) }
+            other.join()
+            loop.add(direct, forMode: .default)  // on the loop's thread: applies what is queued first
+        }
+        let timer = LoopTimer(interval: .seconds(3600), on: loop.assumeIsolated()) { [witness] _ in
+            withExtendedLifetime(witness) {}
+        }
+        witness = nil
+        loop.add(timer, forMode: .default)
+        let invalidator = startThread { timer.invalidate() }  // its callback is handed to the loop to be let go of
+        invalidator.join()
+        #expect(loop.run(mode: .default, before: loop.now + .milliseconds(20)) == .timedOut)
+        #expect(loop.contains(direct, inMode: .default))
+        #expect(loop.contains(queued, inMode: .default))
+    }
 }
 
 /// What a thread's final drain still runs.

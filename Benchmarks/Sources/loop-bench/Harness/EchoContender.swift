@@ -73,7 +73,8 @@ final class EchoContender {
             do {
                 self.client = try EchoClient(port: port, connections: connections)
             } catch {
-                self.fail("`\(self.command)`: \(error)")
+                // The client's own socket or epoll_ctl failing (its descriptor limit, no port left) is the machine's.
+                self.fail("`\(self.command)`: \(error)", byServer: false)
             }
         case .line(let line):
             self.fail("`\(self.command)` printed `\(line)` instead of `\(prefix)PORT`")
