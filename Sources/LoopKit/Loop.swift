@@ -575,12 +575,10 @@ public final class Loop: @unchecked Sendable {
     }
 
     /// Applies the item changes other threads queued, if any, before one made on the loop's thread (`onLoopThread`,
-    /// the queries of items and modes). Loop thread. Not once the loop is ending: its final drain applies them round
-    /// by round (`end(finalDrain:)`), and its teardown drops what is left.
+    /// the queries of items and modes). Loop thread.
     @inline(__always)
     func applyControlMessagesQueuedBefore() {
-        if self.state.pending.contains(.controlMessages) || self.nextControlMessage < self.takenControlMessages.count,
-           !self.isEnding {
+        if self.state.pending.contains(.controlMessages) || self.nextControlMessage < self.takenControlMessages.count {
             self.applyControlMessages()
         }
     }

@@ -81,7 +81,8 @@ public final class LoopSource: @unchecked Sendable {
     ///
     /// `perform` (and what it captures) is let go of before this returns; `onSchedule` and `onUnschedule` once the
     /// loop has called `onUnschedule` for each mode the source leaves (at once on the loop's thread, at its next pass
-    /// from another), or at once if the source belongs to no loop or its loop has ended.
+    /// from another), or at once if the source belongs to no loop, or its loop has ended (once the loop's teardown,
+    /// which calls `onUnschedule`, has let go of its items: a wait of a few microseconds at most, with no user code).
     public func invalidate() {
         guard self.valid.exchange(false, ordering: .acquiringAndReleasing) else { return }
         let released = self.shared.withLock { shared in

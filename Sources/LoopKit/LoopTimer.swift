@@ -277,11 +277,15 @@ public final class LoopTimer: @unchecked Sendable {
     /// fixes the date then. Kept if the date changed since, or another loop has taken the timer (its entry is queued
     /// at that date, which a forgotten date would leave unfired for good). Any thread.
     func forgetFireDate(_ resolved: LoopInstant, refusedBy loop: Loop) {
+        // Released after the lock: were it the last reference to that loop, its deinit would take this lock.
+        var tied: Loop?
         self.withSchedule { schedule in
-            if schedule.fireDate == resolved, schedule.tie.loop == nil || schedule.tie.loop === loop {
+            tied = schedule.tie.loop
+            if schedule.fireDate == resolved, tied == nil || tied === loop {
                 schedule.fireDate = nil
             }
         }
+        withExtendedLifetime(tied) {}
     }
 
     /// A fire to queue: its date and tolerance, in nanoseconds.

@@ -69,15 +69,15 @@ final class Timeline {
         let first = max(0, current - self.width + 1)
         let columns = first..<(first + self.width)
         let drags = segments.filter { $0.mode == .tracking }.map { ($0.start, $0.end) }
-        // The columns a drag covers at least half of (the one under way reaching to now and on): a column it only
-        // touches, as the touch-up is read a little after the column began, holds the default-mode timer's first fire
-        // after the drag, which must not show under the bar; a drag of half a column still shows.
+        // The columns a drag covers from their start for at least half their time (the one under way reaching to now
+        // and on): the column where it began holds the default-mode timer's last fire before it, and one it only
+        // touches at its end (the touch-up read a little after the column began) the first fire after it, neither of
+        // which may show under the bar; a drag of about a column still shows.
         let inDrag = columns.map { column -> Bool in
             let start = self.origin + self.tick * column
             let end = start + self.tick
             return column <= current && drags.contains { dragStart, dragEnd in
-                let covered = min(dragEnd ?? end, end) - max(dragStart, start)
-                return covered * 2 >= self.tick
+                dragStart <= start && (min(dragEnd ?? end, end) - start) * 2 >= self.tick
             }
         }
 

@@ -73,8 +73,9 @@ final class EchoContender {
             do {
                 self.client = try EchoClient(port: port, connections: connections)
             } catch {
-                // The client's own socket or epoll_ctl failing (its descriptor limit, no port left) is the machine's.
-                self.fail("`\(self.command)`: \(error)", byServer: false)
+                // The client's own epoll_ctl failing is the machine's; a connection refused is the server's.
+                let isClients = if case EchoClientFailure.cannotWatch = error { true } else { false }
+                self.fail("`\(self.command)`: \(error)", byServer: !isClients)
             }
         case .line(let line):
             self.fail("`\(self.command)` printed `\(line)` instead of `\(prefix)PORT`")
