@@ -75,19 +75,24 @@ struct LoopDemoTests {
         #expect(!session.isDragging)
     }
 
-    @Test func theKeyboardStartsAndEndsADragAndQQuits() throws {
+    /// Runs an interactive session on a manual clock whose keys are typed at the given milliseconds from its start.
+    private func runKeyboardSession(typing keys: [(milliseconds: Int, key: String)]) throws -> TrackingSummary {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
-        let keys = try DemoPipe()
+        let pipe = try DemoPipe()
         let session = TrackingSession(loop: loop, configuration: .init(duration: nil),
-                                      input: KeyboardTouchInput(descriptor: keys.readEnd))
+                                      input: KeyboardTouchInput(descriptor: pipe.readEnd))
         let start = clock.now
-        for (milliseconds, key) in [(500, "\n"), (1000, "\n"), (1500, "q")] {
-            loop.add(LoopTimer(fireAt: start + .milliseconds(milliseconds)) { _ in keys.write(Array(key.utf8)) },
+        for (milliseconds, key) in keys {
+            loop.add(LoopTimer(fireAt: start + .milliseconds(milliseconds)) { _ in pipe.write(Array(key.utf8)) },
                      forMode: .common)
         }
-        let summary = try session.run()
+        return try session.run()
+    }
+
+    @Test func theKeyboardStartsAndEndsADragAndQQuits() throws {
+        let summary = try self.runKeyboardSession(typing: [(500, "\n"), (1000, "\n"), (1500, "q")])
         #expect(summary.segments.map(\.name) == ["before", "drag", "after"])
         #expect(summary.segments.map(\.seconds) == [0.5, 0.5, 0.5])
         #expect(summary.segments[1].fires(of: .defaultTimer) == 0)
@@ -98,18 +103,7 @@ struct LoopDemoTests {
     /// A drag shorter than the timers' interval (Enter pressed twice at once) shows nothing: the verdict says so,
     /// instead of stating the lesson over counts of zero.
     @Test func aDragTooShortForTheTimersGetsNoLesson() throws {
-        let clock = ManualLoopClock()
-        let loop = try Loop(clock: clock)
-        defer { loop.invalidate() }
-        let keys = try DemoPipe()
-        let session = TrackingSession(loop: loop, configuration: .init(duration: nil),
-                                      input: KeyboardTouchInput(descriptor: keys.readEnd))
-        let start = clock.now
-        for (milliseconds, key) in [(500, "\n"), (530, "\n"), (1000, "q")] {
-            loop.add(LoopTimer(fireAt: start + .milliseconds(milliseconds)) { _ in keys.write(Array(key.utf8)) },
-                     forMode: .common)
-        }
-        let summary = try session.run()
+        let summary = try self.runKeyboardSession(typing: [(500, "\n"), (530, "\n"), (1000, "q")])
         #expect(summary.segments.map(\.name) == ["before", "drag", "after"])
         #expect(!summary.hasATellingDrag)
         #expect(!summary.showsTheLesson)
