@@ -20,14 +20,7 @@ extension Loop {
     /// - Complexity: O(log *n*) for *n* timers in the mode.
     @discardableResult
     public func add(_ timer: LoopTimer, forMode mode: LoopMode) -> Bool {
-        var resolved: LoopInstant?
-        let isAdded = self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)") {
-            resolved = timer.resolveFireDate { self.now }  // only once accepted: a refused timer keeps no date
-        }
-        if !isAdded, let resolved {
-            timer.forgetFireDate(resolved, refusedBy: self)  // ended meanwhile: the add that takes it fixes the date
-        }
-        return isAdded
+        self.addItem(timer, to: mode, call: "Loop.add(_:forMode:)", fixingFirstDateOf: timer)
     }
 
     /// Removes `timer` from `mode`; it stays valid and in its other modes. Any thread.
@@ -119,15 +112,8 @@ extension Loop {
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
         // The link is kept alive until its timer is attached, whose grid retains it from then on: added from another
         // thread, it would otherwise be freed on the way if the caller keeps no reference.
-        var resolved: LoopInstant?
-        let isAdded = self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)",
-                                   keepingAlive: link) {
-            resolved = link.timer.resolveFireDate { self.now }
-        }
-        if !isAdded, let resolved {
-            link.timer.forgetFireDate(resolved, refusedBy: self)
-        }
-        return isAdded
+        self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)", keepingAlive: link,
+                     fixingFirstDateOf: link.timer)
     }
 
     /// Stops `link` ticking in `mode`. Any thread.
@@ -201,7 +187,8 @@ extension Loop {
     }
 
     /// Any thread. Returns `false` for an item already invalidated, or a loop that has ended (the item stays free to
-    /// join another loop); otherwise runs `accept` (a timer fixes its first date), binds the item and attaches it.
+    /// join another loop); otherwise binds the item and attaches it. `timer` (the item, or a display link's timer)
+    /// fixes its first date once accepted, and forgets it if the loop ended meanwhile: a refused timer keeps no date.
     /// `kind` names the item in a precondition message (a display link's timer is a `LoopDisplayLink` to its user).
     func addItem<Item: LoopItem & Sendable>(
         _ item: Item,
@@ -209,17 +196,21 @@ extension Loop {
         kind: String? = nil,
         call: StaticString,
         keepingAlive owner: (AnyObject & Sendable)? = nil,
-        accept: () -> Void = {}
+        fixingFirstDateOf timer: LoopTimer? = nil
     ) -> Bool {
         guard item.isValid, !self.hasEnded else { return false }
-        accept()
+        let resolved = timer?.resolveFireDate { self.now }
         item.bind(to: self, kind: kind ?? Item.kind, call: call)
         // Refused if the loop ended since the check above: the caller learns that the item will never run.
-        return self.onLoopThread { loop in
+        let isAdded = self.onLoopThread { loop in
             withExtendedLifetime(owner) {
                 loop.attach(item, to: mode)  // which ignores an item invalidated meanwhile
             }
         }
+        if !isAdded, let timer, let resolved {
+            timer.forgetFireDate(resolved, refusedBy: self)  // the add that takes it fixes the date then
+        }
+        return isAdded
     }
 
     /// Any thread.

@@ -81,12 +81,8 @@ extension LoopItem {
                 return
             }
             // Ended, but maybe still tearing down, changing the item's loop-thread state as it takes it out of its
-            // modes: adopted only once it has let go (no user code runs from the end until then, so the wait is
-            // short). Never on the ended loop's own thread, which would wait for itself (and runs no user code there).
-            if !current.hasLetGoOfItems && !current.isCurrent {
-                PlatformThread.offerProcessor()
-                continue
-            }
+            // modes: adopted only once it has let go (on the ended loop's own thread, at once).
+            current.waitUntilItemsAreLetGo()
             let isBound = self.withTie { tie in
                 guard tie.loop === current else { return false }  // another thread tied it meanwhile: look again
                 self.startAfresh()
