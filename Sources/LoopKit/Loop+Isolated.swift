@@ -3,9 +3,9 @@
 /// Everywhere else, a closure handed to a loop is `@Sendable`: items and blocks may be created, added and signalled
 /// from any thread, so the compiler checks what their closures capture. Code that already runs on the loop's thread
 /// (a callback, a block, the thread that runs the loop) can use `loop.assumeIsolated()` instead, and give the view to
-/// an item's initializer (`on:`): the closure may then capture non-`Sendable` state, and each call checks at run time
-/// that it happens on that loop's thread (a trap naming the call otherwise, in every build) — an item made this way
-/// and added to another loop traps at its first callout instead of racing.
+/// an item's initializer (`on:`): the closure may then capture non-`Sendable` state, and the initializer and each call
+/// check at run time that they happen on that loop's thread (a trap naming the call otherwise, in every build) — an
+/// item made this way and added to another loop traps at its first callout instead of racing.
 ///
 /// Such a closure is let go of on the loop's thread too, so that what it captures is freed where it lived. An item's
 /// `invalidate()` (or its last release) on another thread therefore does not free the closure before it returns, as it
@@ -20,6 +20,14 @@ extension Loop {
 
         fileprivate init(_ loop: Loop) {
             self.loop = loop
+        }
+
+        /// The loop, for `call` (an initializer that takes the view): traps unless on the loop's thread. The view is
+        /// not `Sendable`, but Swift's region checks let one that is used no more move into a `Task`; an item made
+        /// there with closures that capture that task's state would race with the loop.
+        func loop(checkingFor call: StaticString) -> Loop {
+            self.loop.preconditionIsCurrent(call)
+            return self.loop
         }
 
         /// Queues `block` to run on the loop's thread at the next drain point of one of `modes`, as
@@ -70,7 +78,8 @@ extension LoopTimer {
         on isolated: Loop.Isolated,
         _ callback: @escaping (LoopTimer) -> Void
     ) {
-        let bound = LoopConfinedCallback(callback, loop: isolated.loop,
+        let loop = isolated.loop(checkingFor: "LoopTimer(interval:repeats:tolerance:on:_:)")
+        let bound = LoopConfinedCallback(callback, loop: loop,
                                          accessor: "LoopTimer(…, on:) callback, added to another loop")
         self.init(interval: interval, repeats: repeats, tolerance: tolerance) { bound.value($0) }
     }
@@ -87,7 +96,8 @@ extension LoopTimer {
         on isolated: Loop.Isolated,
         _ callback: @escaping (LoopTimer) -> Void
     ) {
-        let bound = LoopConfinedCallback(callback, loop: isolated.loop,
+        let loop = isolated.loop(checkingFor: "LoopTimer(fireAt:interval:repeats:tolerance:on:_:)")
+        let bound = LoopConfinedCallback(callback, loop: loop,
                                          accessor: "LoopTimer(…, on:) callback, added to another loop")
         self.init(fireAt: fireDate, interval: interval, repeats: repeats, tolerance: tolerance) { bound.value($0) }
     }
@@ -105,7 +115,8 @@ extension LoopDescriptorSource {
         on isolated: Loop.Isolated,
         _ handler: @escaping (LoopDescriptorSource, DescriptorEvents) -> Void
     ) {
-        let bound = LoopConfinedCallback(handler, loop: isolated.loop,
+        let loop = isolated.loop(checkingFor: "LoopDescriptorSource(descriptor:events:order:on:_:)")
+        let bound = LoopConfinedCallback(handler, loop: loop,
                                          accessor: "LoopDescriptorSource(…, on:) handler, added to another loop")
         self.init(descriptor: descriptor, events: events, order: order) { bound.value($0, $1) }
     }
@@ -121,7 +132,8 @@ extension LoopObserver {
         on isolated: Loop.Isolated,
         _ callback: @escaping (LoopObserver, LoopActivity) -> Void
     ) {
-        let bound = LoopConfinedCallback(callback, loop: isolated.loop,
+        let loop = isolated.loop(checkingFor: "LoopObserver(activities:repeats:order:on:_:)")
+        let bound = LoopConfinedCallback(callback, loop: loop,
                                          accessor: "LoopObserver(…, on:) callback, added to another loop")
         self.init(activities: activities, repeats: repeats, order: order) { bound.value($0, $1) }
     }
@@ -137,7 +149,7 @@ extension LoopSource {
         onUnschedule: ((LoopSource, LoopMode) -> Void)? = nil,
         _ perform: @escaping (LoopSource) -> Void
     ) {
-        let loop = isolated.loop
+        let loop = isolated.loop(checkingFor: "LoopSource(order:on:onSchedule:onUnschedule:_:)")
         var scheduled: (@Sendable (LoopSource, LoopMode) -> Void)?
         if let onSchedule {
             let bound = LoopConfinedCallback(onSchedule, loop: loop,
@@ -167,9 +179,10 @@ extension LoopSignalSource {
         modes: [LoopMode] = [.common],
         _ handler: @escaping (Int) -> Void
     ) throws(SystemCallError) {
-        let bound = LoopConfinedCallback(handler, loop: isolated.loop,
+        let loop = isolated.loop(checkingFor: "LoopSignalSource(signal:on:modes:_:)")
+        let bound = LoopConfinedCallback(handler, loop: loop,
                                          accessor: "LoopSignalSource(…, on:) handler, added to another loop")
-        try self.init(signal: signal, loop: isolated.loop, modes: modes) { bound.value($0) }
+        try self.init(signal: signal, loop: loop, modes: modes) { bound.value($0) }
     }
 }
 
@@ -182,7 +195,8 @@ extension LoopDisplayLink {
         on isolated: Loop.Isolated,
         _ callback: @escaping (LoopDisplayLink, DisplayFrame) -> Void
     ) {
-        let bound = LoopConfinedCallback(callback, loop: isolated.loop,
+        let loop = isolated.loop(checkingFor: "LoopDisplayLink(display:preferredRate:on:_:)")
+        let bound = LoopConfinedCallback(callback, loop: loop,
                                          accessor: "LoopDisplayLink(…, on:) callback, added to another loop")
         self.init(display: display, preferredRate: preferredRate) { bound.value($0, $1) }
     }

@@ -272,6 +272,9 @@ extension Loop {
     /// Adds `driver` to the loop's host drivers: told when a descriptor source leaves a mode, and, while there is one,
     /// a stop made with no run active is the host's (`LoopStateMachine.requestStop()`). Loop thread.
     func attach(_ driver: LoopHostDriver) {
+        // A driver freed on another thread posted its detach (`LoopHostDriver.deinit`) before its memory could be
+        // reused: applied first, it cannot take out a new driver at the same address.
+        self.applyControlMessagesQueuedBefore()
         self.hostDrivers.append(WeakAttachment(driver))
         self.state.withLock { $0.noteHostDriver(1) }
     }

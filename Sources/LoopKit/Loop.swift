@@ -439,8 +439,10 @@ public final class Loop: @unchecked Sendable {
     /// Waits until the teardown of this loop, which has ended, has let go of its items (no user code runs from the end
     /// until then, so the wait is short). Any thread; on the loop's own, returns at once (it would wait for itself).
     func waitUntilItemsAreLetGo() {
+        var looks = 0
         while !self.hasLetGoOfItems && !self.isCurrent {
-            PlatformThread.offerProcessor()
+            PlatformThread.pause(beforeLook: looks)  // yields, then sleeps: a teardown takes O(items)
+            looks += 1
         }
     }
 

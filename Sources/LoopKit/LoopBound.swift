@@ -11,6 +11,9 @@
 ///     otherThread.async { loop.perform { buffer.value.append(1) } }
 /// }
 /// ```
+///
+/// The value is a value: it is let go of wherever its last copy is dropped, which may be another thread. State whose
+/// deinit must run on the loop's thread belongs in a `LoopBoundBox`, which hands its value to the loop to let go of.
 // @unchecked Sendable: `storage` is only read or written on `loop`'s thread, which every accessor checks first.
 public struct LoopBound<Value>: @unchecked Sendable {
     /// The loop whose thread may touch the value. Any thread.
@@ -52,7 +55,12 @@ public struct LoopBound<Value>: @unchecked Sendable {
 
 /// A reference to a value that only its loop's thread may touch: `LoopBound` with reference semantics, so that
 /// several closures share one mutable value.
-// @unchecked Sendable: `storage` is only read or written on `loop`'s thread, which every accessor checks first.
+///
+/// The value is let go of on the loop's thread too: a box freed elsewhere hands its value to the loop, which lets go
+/// of it at its next pass, so that a deinit that touches loop-confined state runs where that state lives. Once the
+/// loop has ended, nothing runs on its thread any more, and the value is let go of where the box is freed.
+// @unchecked Sendable: `storage` is only read or written on `loop`'s thread, which every accessor checks first; the
+// deinit only moves it to the loop.
 public final class LoopBoundBox<Value>: @unchecked Sendable {
     /// The loop whose thread may touch the value. Any thread.
     public let loop: Loop
@@ -85,6 +93,21 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
             self.isBeingChanged = true
             defer { self.isBeingChanged = false }
             yield &self.storage
+        }
+    }
+
+    deinit {
+        guard !self.loop.isCurrent else { return }
+        let value = HandedOver(self.storage)
+        _ = self.loop.post { _ in withExtendedLifetime(value) {} }
+    }
+
+    /// Carries the value to the loop's thread, where alone it is let go of.
+    private struct HandedOver: @unchecked Sendable {
+        let value: Value
+
+        init(_ value: Value) {
+            self.value = value
         }
     }
 

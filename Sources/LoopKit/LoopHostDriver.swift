@@ -230,8 +230,18 @@ public final class LoopHostDriver {
     }
 
     deinit {
+        let identity = ObjectIdentifier(self)
+        guard self.loop.isCurrent else {
+            // Freed on another thread (the last copy of a `LoopBound` that held it dropped there): the loop's host
+            // state is its thread's. An ended loop needs neither step.
+            _ = self.loop.post { loop in
+                loop.endHostWait()
+                loop.detachHostDriver(identity)
+            }
+            return
+        }
         self.loop.endHostWait()
-        self.loop.detachHostDriver(ObjectIdentifier(self))
+        self.loop.detachHostDriver(identity)
     }
 }
 

@@ -101,7 +101,8 @@ public final class LoopTimer: @unchecked Sendable {
     /// - Parameters:
     ///   - interval: The delay before the first fire, and the period of a repeating timer.
     ///   - repeats: Whether the timer fires every `interval` until invalidated.
-    ///   - tolerance: How much later than its slot the loop may fire the timer, to share a wake-up.
+    ///   - tolerance: How much later than its slot the loop may fire the timer, to share a wake-up; for a repeating
+    ///     timer, at most half its interval (`tolerance`).
     ///   - callback: Runs on the loop's thread at each fire, with the timer.
     /// - Precondition: `interval` and `tolerance` are not negative; a repeating timer's `interval` is not zero.
     public convenience init(
@@ -168,8 +169,16 @@ public final class LoopTimer: @unchecked Sendable {
         self.interval = firstFire != nil && !repeats ? .zero : interval
         self.intervalNanoseconds = self.interval.nonNegativeNanoseconds
         self.repeats = repeats
-        self.schedule = Schedule(fireDate: firstFire, tolerance: tolerance, callback: callback)
+        self.schedule = Schedule(fireDate: firstFire, tolerance: .zero, callback: callback)
         self.grid = nil
+        self.schedule.tolerance = self.acceptedTolerance(tolerance)
+    }
+
+    /// `tolerance` as the timer keeps it: for a repeating timer, at most half the interval, as CF's
+    /// `CFRunLoopTimerSetTolerance` caps it. A larger one would let a wake-up for another timer inside this one's window
+    /// come after the timer's next slots, which would then never fire.
+    private func acceptedTolerance(_ tolerance: Duration) -> Duration {
+        self.repeats ? min(tolerance, self.interval / 2) : tolerance
     }
 
     /// Runs `body` with the schedule, under its lock. Any thread; `body` must not call user code or take the lock
@@ -191,11 +200,15 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// How late the loop may fire the timer to share a wake-up with nearby timers. Any thread.
     ///
+    /// A repeating timer keeps at most half its interval (and reads back what it kept), as CF does: a larger tolerance
+    /// could delay a fire past the timer's next slots.
+    ///
     /// - Precondition: Not negative.
     public var tolerance: Duration {
         get { self.withSchedule { $0.tolerance } }
         set {
             loopPrecondition(newValue >= .zero, "LoopTimer.tolerance: the tolerance is negative (\(newValue))")
+            let newValue = self.acceptedTolerance(newValue)
             // The loop, taken with the change: an invalidated timer is in no mode, and waking its loop would only
             // make an empty pass.
             let loop = self.withSchedule { schedule -> Loop? in

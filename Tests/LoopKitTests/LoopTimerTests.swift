@@ -265,6 +265,29 @@ struct LoopTimerTests {
         #expect(fired == ms(12, 20, 30))
     }
 
+    @Test func aRepeatingTimersToleranceIsCappedAtHalfItsIntervalSoNoSlotIsSkipped() throws {
+        let t = try VirtualLoop()
+        defer { t.loop.invalidate() }
+        var fired: [Duration] = []
+        // With its tolerance of a second kept, a wake-up for the timer at 500 ms would fall inside this one's window,
+        // and the 49 slots before it would never fire. CF caps it at half the interval, and so does LoopKit.
+        let timer = LoopTimer(interval: .milliseconds(10), repeats: true, tolerance: .seconds(1),
+                              on: t.isolated) { _ in
+            fired.append(t.elapsed)
+        }
+        #expect(timer.tolerance == .milliseconds(5))
+        t.loop.add(timer, forMode: .default)
+        t.loop.add(LoopTimer(interval: .milliseconds(500)) { _ in }, forMode: .default)
+        t.run(until: 50)
+        #expect(fired == ms(10, 20, 30, 40, 50))
+        timer.tolerance = .seconds(2)
+        #expect(timer.tolerance == .milliseconds(5))
+        timer.tolerance = .milliseconds(2)
+        #expect(timer.tolerance == .milliseconds(2))
+        let oneShot = LoopTimer(interval: .milliseconds(10), tolerance: .seconds(1)) { _ in }
+        #expect(oneShot.tolerance == .seconds(1), "a one-shot timer has no next slot to protect")
+    }
+
     @Test func changingTheToleranceOfAScheduledTimerTakesEffectAtItsNextWake() throws {
         let t = try VirtualLoop()
         defer { t.loop.invalidate() }

@@ -49,6 +49,7 @@ struct MisuseTests {
         case executorWithNoModes
         case executorCheckedOffItsThread
         case assumeIsolatedOffTheThread
+        case isolatedItemMadeOffTheThread
         case preconditionIsCurrentOffTheThread
         case groupWithNoThreads
         case groupShutDownFromItsOwnThread
@@ -100,6 +101,8 @@ struct MisuseTests {
             case .executorWithNoModes: "LoopExecutor(loop:modes:): the list of modes is empty"
             case .executorCheckedOffItsThread: "LoopExecutor: not on the loop's thread"
             case .assumeIsolatedOffTheThread: "Loop.assumeIsolated() must be called on the loop's own thread"
+            case .isolatedItemMadeOffTheThread:
+                "LoopTimer(interval:repeats:tolerance:on:_:) must be called on the loop's own thread"
             case .preconditionIsCurrentOffTheThread: "Loop.preconditionIsCurrent(): not on the loop's own thread"
             case .groupWithNoThreads: "LoopGroup(name:threadCount:): threadCount must be at least 1"
             case .groupShutDownFromItsOwnThread: "LoopGroup.syncShutdownGracefully(): called on one of the group's own"
@@ -171,6 +174,9 @@ struct MisuseTests {
                 let executor = LoopExecutor(loop: loop)
                 onAnotherThread { executor.checkIsolated() }
             case .assumeIsolatedOffTheThread: onAnotherThread { _ = loop.assumeIsolated() }
+            case .isolatedItemMadeOffTheThread:
+                let smuggled = SmuggledIsolatedView(view: loop.assumeIsolated())  // as a `Task` may take one
+                onAnotherThread { _ = LoopTimer(interval: .seconds(1), on: smuggled.view) { _ in } }
             case .preconditionIsCurrentOffTheThread: onAnotherThread { loop.preconditionIsCurrent() }
             case .groupWithNoThreads: _ = try LoopGroup(threadCount: 0)
             case .groupShutDownFromItsOwnThread:
@@ -231,4 +237,9 @@ private actor ActorOnALoop {
         self.touches += 1
         return self.touches
     }
+}
+
+/// An isolated view moved to another thread, as Swift's region checks let a `Task` take one that is used no more.
+private struct SmuggledIsolatedView: @unchecked Sendable {
+    let view: Loop.Isolated
 }

@@ -91,6 +91,24 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
         _ = sched_yield()  // cannot fail on Linux or Darwin
     }
 
+    /// How many looks of a polling wait (`pause(beforeLook:)`) only yield the processor before the wait sleeps.
+    static let yieldsBeforeSleeping = 64
+    /// How long a polling wait sleeps between its later looks.
+    static let sleepBetweenLooksMicroseconds: useconds_t = 50
+
+    /// Waits before the look number `look` (0 first) of a polling wait for another thread's short work: a yield
+    /// (`offerProcessor()`) for the first `yieldsBeforeSleeping` looks, then a sleep of `sleepBetweenLooksMicroseconds`.
+    /// Never a bare spin: with more threads than cores, the spinner would take the slice of the thread it waits for.
+    /// And not only yields: a real-time (SCHED_FIFO) waiter's yield lets no ordinary thread run on its processor, so an
+    /// ordinary thread it waits for, preempted there, could never finish.
+    static func pause(beforeLook look: Int) {
+        if look < Self.yieldsBeforeSleeping {
+            Self.offerProcessor()
+        } else {
+            _ = usleep(Self.sleepBetweenLooksMicroseconds)  // EINTR: an early look, which the caller repeats
+        }
+    }
+
     /// The processor the calling thread runs on (sched_getcpu(3)), or -1 where the system does not say. It may change
     /// as soon as it is read.
     static var currentProcessor: CInt {

@@ -314,7 +314,7 @@ final class LoopModel {
     /// making any later than its tolerance allows. A timer whose callback is running is not waited for.
     private func timerWake(_ mode: LoopMode) -> Int? {
         let pending = self.timers.filter { $0.modes.contains(mode) && !$0.isFiring && $0.fireDate != nil }
-        guard let latestAllowed = pending.map({ $0.fireDate! + $0.spec.toleranceMs }).min() else { return nil }
+        guard let latestAllowed = pending.map({ $0.fireDate! + $0.spec.keptToleranceMs }).min() else { return nil }
         return pending.map { $0.fireDate! }.filter { $0 <= latestAllowed }.max()
     }
 

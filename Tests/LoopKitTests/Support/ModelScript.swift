@@ -78,6 +78,12 @@ struct TimerSpec: Hashable {
     var toleranceMs: Int
     /// A fire date relative to the moment of creation (`LoopTimer(fireAt:)`), or `nil` for `LoopTimer(interval:)`.
     var fireAtOffsetMs: Int?
+
+    /// The tolerance the timer keeps: a repeating timer's is at most half its interval, as CF's (in whole ms, which
+    /// gives the same wakes as the half against fire dates in whole ms).
+    var keptToleranceMs: Int {
+        self.repeats ? min(self.toleranceMs, self.intervalMs / 2) : self.toleranceMs
+    }
 }
 
 /// One top-level step of a generated sequence.
