@@ -8,8 +8,8 @@
 /// loop-demo help [COMMAND]        loop-demo [COMMAND] --help | -h
 /// ```
 ///
-/// Options take their value as the next argument or after `=` (`--fps=120`). `--help` anywhere asks for that
-/// command's help and wins over other mistakes.
+/// Options take their value as the next argument or after `=` (`--fps=120`). `--help` (or `-h`) anywhere after a known
+/// command asks for that command's help and wins over mistakes in its options; first, it asks for the overview.
 enum DemoCommand: Equatable {
     case tracking(TrackingOptions)
     case phases(CommonOptions)
@@ -101,7 +101,9 @@ enum DemoCommand: Equatable {
             }
             switch (option, name) {
             case ("--trace", let command) where command != .echo && command != .mainQueue:
-                common.tracePath = try value()
+                let path = try value()
+                guard !path.isEmpty else { throw UsageError(description: "--trace needs a file name") }
+                common.tracePath = path
             case ("--no-color", let command) where attached == nil && command != .echo && command != .mainQueue:
                 common.noColor = true
             case ("--fps", .tracking):
@@ -143,9 +145,7 @@ enum DemoCommand: Equatable {
                 }
                 runner = chosen
             default:
-                let known = ["--trace", "--no-color", "--fps", "--duration", "--interactive", "--json", "--port", "--loops",
-                             "--spare-descriptors", "--foundation", "--host-driver"].contains(option)
-                throw UsageError(description: known && attached != nil
+                throw UsageError(description: attached != nil && self.takesFlag(option, name)
                     ? "\(option) takes no value"
                     : "unknown option '\(option)' for '\(name.rawValue)'")
             }
@@ -177,6 +177,18 @@ enum DemoCommand: Equatable {
             throw UsageError(description: "no help for '\(rest.joined(separator: " "))'")
         }
         return .help(command)
+    }
+
+    /// Whether `command` takes `option` as a flag (an option without a value), for the message when it got one.
+    private static func takesFlag(_ option: String, _ command: Name) -> Bool {
+        switch (option, command) {
+        case ("--no-color", .tracking), ("--no-color", .phases), ("--no-color", .hitches),
+             ("--interactive", .tracking), ("--json", .tracking), ("--foundation", .mainQueue),
+             ("--host-driver", .mainQueue):
+            true
+        default:
+            false
+        }
     }
 
     /// `--name=value` into its parts; `--name` alone has no attached value.

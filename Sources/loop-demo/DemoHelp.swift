@@ -27,7 +27,7 @@ enum DemoHelp {
           --trace FILE         also write what the loop did to FILE, in the Trace Event
                                Format (open it in ui.perfetto.dev or chrome://tracing)
           --no-color           no colour, even on a terminal (there is none when
-                               stdout is not a terminal)
+                               stdout is not a terminal, nor when NO_COLOR is set)
           -h, --help           show this help
         """
 
@@ -48,8 +48,9 @@ enum DemoHelp {
 
         \(usage)
 
-        `loop-demo COMMAND --help` tells more. Ctrl-C ends any demo, which still prints
-        what it saw.
+        `loop-demo COMMAND --help` tells more. Ctrl-C ends tracking, phases and hitches,
+        which still print what they saw, and shuts echo down gracefully; main-queue
+        takes well under a second.
         """
 
     private static let tracking = """

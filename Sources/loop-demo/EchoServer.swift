@@ -30,9 +30,6 @@ final class EchoServer {
     /// - Throws: `DemoError` when the socket, the loops or the signal sources cannot be set up.
     @available(*, noasync)
     func run() throws(DemoError) -> Int32 {
-        // A log line to a pipe whose reader has gone (`loop-demo echo 2>&1 | head -1`) must fail with EPIPE, not kill
-        // the server mid-drain; the sockets send with MSG_NOSIGNAL already.
-        signal(SIGPIPE, SIG_IGN)
         let (listening, port) = try EchoSocket.listen(port: self.options.port)
         let group: LoopGroup
         do {

@@ -33,9 +33,16 @@ enum MainQueueProbe {
         let foundation = runner == .foundation
         let driver = runner == .hostDriver ? try? LoopHostDriver(loop: Loop.main) : nil
         if runner == .hostDriver && driver == nil {
-            print("no host driver on this system")
+            Terminal.writeError("loop-demo: no host driver on this system\n")
             return 1
         }
+        // Keeps the default mode from being empty where the main queue is not one of Loop.main's sources (a
+        // libdispatch without the main-queue hooks): its runs then sleep their 500 ms instead of returning at once.
+        let keepAlive = LoopTimer(interval: .seconds(3600)) { _ in }
+        if !foundation {
+            Loop.main.add(keepAlive, forMode: .default)
+        }
+        defer { keepAlive.invalidate() }
         DispatchQueue.main.async { Self.seen.insert("DispatchQueue.main.async") }
         Task { @MainActor in Self.seen.insert("Task { @MainActor in }") }
         Task.detached {

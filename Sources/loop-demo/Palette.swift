@@ -1,6 +1,9 @@
+import Foundation
+
 /// ANSI colours and styles, or none: the demo paints through a palette so that plain output is one flag away.
 ///
-/// A disabled palette returns text unchanged, which is what a pipe, a file, `--no-color` and `--json` get.
+/// A disabled palette returns text unchanged, which is what a pipe, a file, `--no-color`, `NO_COLOR` and `--json`
+/// get.
 struct Palette: Sendable {
     /// A text style: an SGR parameter string.
     struct Style: Sendable {
@@ -26,9 +29,11 @@ struct Palette: Sendable {
     /// Whether escape sequences are emitted.
     let isEnabled: Bool
 
-    /// A palette for a descriptor: colour only when it is a terminal and colour was not turned off.
+    /// A palette for a descriptor: colour only when it is a terminal and colour was not turned off, by `--no-color`
+    /// or by a non-empty `NO_COLOR` in the environment (no-color.org's convention).
     static func forOutput(_ descriptor: CInt, noColor: Bool) -> Palette {
-        Palette(isEnabled: !noColor && Terminal.isTerminal(descriptor))
+        let environmentSaysNoColor = getenv("NO_COLOR").map { $0.pointee != 0 } ?? false
+        return Palette(isEnabled: !noColor && !environmentSaysNoColor && Terminal.isTerminal(descriptor))
     }
 
     /// `text` in `style`, reset afterwards.

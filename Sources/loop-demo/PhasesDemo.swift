@@ -8,8 +8,9 @@ import LoopKit
 ///    0.004  beforeTimers    pass 1
 ///    0.006  beforeSources   then: blocks, signalled sources, blocks again
 ///    0.009    ▸ block       queued with perform before the run
-///    0.012  beforeWaiting   nothing was handled: sleep until a descriptor is
-///                           ready, a timer is due or the loop is woken
+///    0.012  beforeWaiting   no source was handled (blocks do not count): sleep
+///                           until a descriptor is ready, a timer is due or the
+///                           loop is woken
 ///   20.071  afterWaiting    slept 20.059 ms; woken because the timer is due
 /// ```
 ///
@@ -29,7 +30,7 @@ struct PhasesDemo {
         var endedBy: CInt?
         let interrupt = try InterruptSignal(loop: loop) { signal in
             endedBy = signal
-            tour.stop()
+            tour.stop(becauseOf: signal)
         }
         defer { interrupt.invalidate() }
 
@@ -43,7 +44,7 @@ struct PhasesDemo {
         let paragraphs = [
             title + ": the anatomy of a pass, seen by an observer of every activity.",
             "A run: entry, passes, exit. One pass: beforeTimers, beforeSources, then blocks, signalled sources, "
-                + "blocks again; if nothing was handled, beforeWaiting, the sleep, afterWaiting; then due timers, "
+                + "blocks again; if no source was handled (blocks do not count), beforeWaiting, the sleep, afterWaiting; then due timers, "
                 + "ready descriptor sources, and blocks again.",
             "On the main thread's loop: a timer, a signalled source and a descriptor source on a pipe (another "
                 + "thread signals the one and writes into the other), and blocks queued with perform.",
@@ -91,7 +92,8 @@ struct PhasesDemo {
                 case .beforeWaiting:
                     sleptAt = event.time
                     passSlept = true
-                    note = "nothing was handled: sleep until a descriptor is ready, a timer is due or the loop is woken"
+                    note = "no source was handled (blocks do not count): sleep until a descriptor is ready, a timer "
+                        + "is due or the loop is woken"
                 case .afterWaiting:
                     let slept = sleptAt.map { TextFormat.fixed(TextFormat.milliseconds(event.time - $0), 3) } ?? "?"
                     note = "slept \(slept) ms; " + Self.wakeReason(after: index, in: events)
@@ -121,9 +123,10 @@ struct PhasesDemo {
             case .handled(item: "descriptor", _): return "woken because the pipe is readable"
             case .handled(item: "source", _) where passes == 1:
                 return "woken by signal() from another thread; the source runs in the next pass"
+            case .handled(item: "signal", _): return "woken by the signal that ends the demo"
             case .activity(.beforeTimers): passes += 1
-            case .activity(.beforeWaiting), .activity(.exit):
-                return "woken by a wake-up left pending (the perform before the run wrote one); nothing to do"
+            case .activity(.exit): return "woken because the run's time limit passed"
+            case .activity(.beforeWaiting): return "woken with nothing to do"
             default: continue
             }
         }

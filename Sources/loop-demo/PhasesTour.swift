@@ -17,7 +17,8 @@ final class PhasesTour {
         enum Kind: Equatable {
             /// An observer callback.
             case activity(LoopActivity)
-            /// A callback that handled something: `item` is "block", "timer", "source" or "descriptor".
+            /// A callback that handled something: `item` is "block", "timer", "source" or "descriptor", or "signal"
+            /// for the signal that ended the tour early.
             case handled(item: String, detail: String)
         }
 
@@ -38,7 +39,8 @@ final class PhasesTour {
         self.start = loop.now
     }
 
-    /// Runs the tour; returns when the last block has stopped the loop (or `stop()` was called, or after 10 s).
+    /// Runs the tour; returns when the last block has stopped the loop (or `stop(becauseOf:)` was called, or after
+    /// 10 s).
     ///
     /// - Throws: `DemoError` when the pipe cannot be opened.
     @available(*, noasync)
@@ -100,8 +102,9 @@ final class PhasesTour {
         return self.events
     }
 
-    /// Ends the tour early (Ctrl-C). Loop thread.
-    func stop() {
+    /// Ends the tour early because `signal` arrived (Ctrl-C), and records it: it is what ended the sleep. Loop thread.
+    func stop(becauseOf signal: CInt) {
+        self.record(.handled(item: "signal", detail: "\(InterruptSignal.name(of: signal)) arrived: stop() ends the run"))
         self.loop.stop()
     }
 

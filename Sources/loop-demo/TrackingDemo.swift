@@ -53,7 +53,7 @@ struct TrackingDemo {
             if let traceNote { report += "\n" + palette.paint(traceNote, .dim) + "\n" }
             Terminal.write(report)
         }
-        return summary.interruptingSignal.map(DemoMain.interrupted(by:)) ?? DemoMain.success
+        return DemoMain.status(endedBy: summary.interruptingSignal, traceFailed: trace != nil && traceNote == nil)
     }
 
     private func introduction(_ configuration: TrackingSession.Configuration, palette: Palette) -> String {

@@ -193,14 +193,52 @@ struct HostileDemoTests {
         #expect(errors.contains("it stays"), "\(errors)")
     }
 
-    @Test(arguments: [["phases", "--trace", "/nonexistent/dir/t.json"], ["phases", "--trace", ""],
-                      ["hitches", "--trace", "/"], ["--trace", "/proc/version", "--json"]])
+    @Test(arguments: [["phases", "--trace", "/nonexistent/dir/t.json"], ["hitches", "--trace", "/"],
+                      ["--trace", "/proc/version", "--json"]])
     func anUnwritableTraceFileExitsWithStatus1(arguments: [String]) throws {
         let (finished, timedOut) = try Self.run(arguments)
         #expect(!timedOut)
         #expect(!finished.crashed)
         #expect(finished.status == 1, "\(finished.errors)")
         #expect(finished.errors.contains("cannot write the trace"))
+    }
+
+    @Test func anEmptyTraceFileNameIsAUsageMistake() throws {
+        let (finished, timedOut) = try Self.run(["phases", "--trace", ""])
+        #expect(!timedOut)
+        #expect(finished.status == 2, "\(finished.errors)")
+        #expect(finished.errors.contains("--trace needs a file name"))
+    }
+
+    /// A trace file that could be written at the start but not at the end (its folder removed meanwhile) is a
+    /// failure, exit status 1, not a success with a message.
+    @Test func aTraceThatCannotBeWrittenAtTheEndExitsWithStatus1() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("trace-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent("t.json").path
+        let demo = try DemoProcess(["hitches", "--duration", "2", "--no-color", "--trace", path])
+        try #require(waitUntil { FileManager.default.fileExists(atPath: path) })  // written once at the start
+        try FileManager.default.removeItem(at: directory)
+        let (status, errors) = demo.waitForExit()
+        #expect(demo.process.terminationReason == .exit)
+        #expect(status == 1, "\(errors)")
+        #expect(errors.contains("cannot write the trace"))
+    }
+
+    /// `loop-demo --trace t.json | head -1`: once the reader has gone, writes fail with EPIPE instead of SIGPIPE
+    /// killing the demo before it writes its trace.
+    @Test func aDemoWhoseOutputReaderHasGoneStillEndsAndWritesItsTrace() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("trace-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("t.json").path
+        let demo = try DemoProcess(["hitches", "--duration", "1", "--no-color", "--trace", path])
+        demo.closeOutputReader()
+        let (status, errors) = demo.waitForExit()
+        #expect(demo.process.terminationReason == .exit, "ended by signal \(status)")
+        #expect(status == 0, "\(errors)")
+        let trace = try #require(readTextFile(path))
+        #expect(trace.contains("\"ph\":\"B\""), "the run's events, not the empty trace written at the start")
     }
 
     @Test func interactiveWithStandardInputAtItsEndQuits() throws {

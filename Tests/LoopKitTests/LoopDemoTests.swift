@@ -243,6 +243,27 @@ struct LoopDemoTests {
             == ["beforeSources block", "afterWaiting timer", "beforeSources source", "descriptor block"])
     }
 
+    @Test func thePhasesTableSaysWhatEndedEachSleep() {
+        typealias Event = PhasesTour.Event
+        let events = [
+            Event(time: .zero, kind: .activity(.entry)),
+            Event(time: .zero, kind: .activity(.beforeTimers)),
+            Event(time: .zero, kind: .activity(.beforeSources)),
+            Event(time: .zero, kind: .handled(item: "block", detail: "queued with perform before the run")),
+            Event(time: .zero, kind: .activity(.beforeWaiting)),
+            Event(time: .milliseconds(5), kind: .activity(.afterWaiting)),
+            Event(time: .milliseconds(5), kind: .activity(.beforeTimers)),
+            Event(time: .milliseconds(5), kind: .activity(.beforeSources)),
+            Event(time: .milliseconds(5), kind: .handled(item: "signal", detail: "Ctrl-C arrived")),
+            Event(time: .milliseconds(5), kind: .activity(.exit)),
+        ]
+        let table = PhasesDemo(options: .init()).table(events, result: .stopped, palette: Palette(isEnabled: false))
+        // A pass that ran only a block sleeps: blocks do not count as handled sources (CF's rule).
+        #expect(table.contains("no source was handled (blocks do not count)"))
+        #expect(table.contains("slept 5.000 ms; woken by the signal"))
+        #expect(!table.contains("nothing was handled"))
+    }
+
     // MARK: Command line
 
     @Test func argumentsParseIntoCommandsWithTheirOptions() throws {
@@ -272,6 +293,18 @@ struct LoopDemoTests {
     ])
     func aUsageMistakeExitsWithStatus2(arguments: [String]) {
         #expect(DemoMain.run(arguments: arguments) == DemoMain.usageError)
+    }
+
+    @Test(arguments: [
+        (["phases", "--duration=5"], "unknown option '--duration' for 'phases'"),
+        (["echo", "--trace=t.json"], "unknown option '--trace' for 'echo'"),
+        (["--port=1"], "unknown option '--port' for 'tracking'"),
+        (["--json=yes"], "--json takes no value"),
+        (["main-queue", "--foundation=1"], "--foundation takes no value"),
+        (["phases", "--trace="], "--trace needs a file name"),
+    ])
+    func aUsageMistakeIsNamedForWhatItIs(arguments: [String], message: String) {
+        #expect(throws: DemoCommand.UsageError(description: message)) { try DemoCommand.parse(arguments) }
     }
 
     @Test func helpExitsWithStatus0() {

@@ -70,6 +70,11 @@ final class DemoProcess {
         return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// Closes the test's end of the process's standard output, as a reader that has gone (`| head -1`) does.
+    func closeOutputReader() {
+        try? self.output.fileHandleForReading.close()
+    }
+
     /// Sends `signal` to the process.
     func send(_ signal: Int32) {
         kill(self.pid, signal)
