@@ -8,6 +8,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -27,15 +29,25 @@
 #include <linux/futex.h>
 #endif
 
+#if defined(__linux__)
+/// `ns` nanoseconds as a timespec, its seconds clamped to the largest `time_t`: a 32-bit `time_t` would otherwise
+/// truncate a deadline some 68 years away into a wrong, or negative (EINVAL), one.
+static struct timespec cloopkit_timespec_from_ns(uint64_t ns) {
+    uint64_t seconds = ns / 1000000000ULL;
+    const uint64_t max_seconds = sizeof(time_t) == 4 ? (uint64_t)INT32_MAX : (uint64_t)INT64_MAX;
+    if (seconds > max_seconds) {
+        return (struct timespec){.tv_sec = (time_t)max_seconds, .tv_nsec = 999999999L};
+    }
+    return (struct timespec){.tv_sec = (time_t)seconds, .tv_nsec = (long)(ns % 1000000000ULL)};
+}
+#endif
+
 int cloopkit_poll_ns(struct pollfd *fds, unsigned long count, int64_t timeout_ns) {
 #if defined(__linux__)
     if (timeout_ns < 0) {
         return ppoll(fds, (nfds_t)count, NULL, NULL);
     }
-    struct timespec timeout = {
-        .tv_sec = (time_t)(timeout_ns / 1000000000LL),
-        .tv_nsec = (long)(timeout_ns % 1000000000LL),
-    };
+    struct timespec timeout = cloopkit_timespec_from_ns((uint64_t)timeout_ns);
     return ppoll(fds, (nfds_t)count, &timeout, NULL);
 #else
     int timeout_ms;
@@ -161,7 +173,7 @@ int cloopkit_timerfd_arm(int fd, uint64_t deadline_ns) {
 #if defined(__linux__)
     struct itimerspec value = {
         .it_interval = {0, 0},
-        .it_value = {.tv_sec = (time_t)(deadline_ns / 1000000000ULL), .tv_nsec = (long)(deadline_ns % 1000000000ULL)},
+        .it_value = cloopkit_timespec_from_ns(deadline_ns),
     };
     return timerfd_settime(fd, TFD_TIMER_ABSTIME, &value, NULL);
 #else
@@ -192,9 +204,7 @@ int cloopkit_futex_increment_and_wake(uint32_t *word) {
 
 int cloopkit_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
 #if defined(__linux__)
-    struct timespec deadline = {
-        .tv_sec = (time_t)(deadline_ns / 1000000000ULL), .tv_nsec = (long)(deadline_ns % 1000000000ULL),
-    };
+    struct timespec deadline = cloopkit_timespec_from_ns(deadline_ns);
     // Without FUTEX_CLOCK_REALTIME, FUTEX_WAIT_BITSET's timeout is an absolute CLOCK_MONOTONIC instant.
     long result = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected,
                           deadline_ns == UINT64_MAX ? NULL : &deadline, NULL, FUTEX_BITSET_MATCH_ANY);
@@ -206,6 +216,23 @@ int cloopkit_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns)
     (void)word; (void)expected; (void)deadline_ns;
     errno = ENOSYS;
     return -1;
+#endif
+}
+
+void cloopkit_error_message(int code, char *buffer, unsigned long size) {
+    if (size == 0) {
+        return;
+    }
+#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+    // GNU's strerror_r returns the message, which may be a static string rather than `buffer`.
+    const char *message = strerror_r(code, buffer, size);
+    if (message != buffer) {
+        snprintf(buffer, size, "%s", message);
+    }
+#else
+    if (strerror_r(code, buffer, size) != 0) {
+        snprintf(buffer, size, "unknown error %d", code);
+    }
 #endif
 }
 
@@ -472,7 +499,13 @@ uint64_t cloopkit_signal_uninstall(int signo, int ticket) {
     }
     cloopkit_signal_users[signo] -= 1;
     if (cloopkit_signal_users[signo] == 0) {
-        (void)sigaction(signo, &cloopkit_signal_previous[signo], NULL);  // what was there before, e.g. SIG_IGN
+        // What was there before (e.g. SIG_IGN), but only in place of LoopKit's own handler: one the program or a
+        // library installed since stays, as it would have without LoopKit.
+        struct sigaction current;
+        if (sigaction(signo, NULL, &current) == 0 && !(current.sa_flags & SA_SIGINFO)
+            && current.sa_handler == cloopkit_signal_handler) {
+            (void)sigaction(signo, &cloopkit_signal_previous[signo], NULL);
+        }
     }
     atomic_store(&cloopkit_signal_fds[signo][slot], 0);
     // A handler that counted itself in before the store may still count and write to the old descriptor: wait it out,

@@ -13,8 +13,9 @@ import Synchronization
 /// Several sources may watch one signal, on one loop or on several: each sees every delivery. The loop keeps a valid
 /// source alive, so `_ = try LoopSignalSource(...)` keeps working until `invalidate()`. When the last source of a
 /// signal is invalidated, the signal gets back the disposition it had before the first (its default action, or
-/// `SIG_IGN` under nohup, or another handler). `invalidate()` is safe from any thread. A source whose loop ends (its
-/// thread exits, its `LoopThread` finishes) is invalidated with it, so an ended loop never swallows a signal; a
+/// `SIG_IGN` under nohup, or another handler), unless the program installed a handler of its own since, which stays;
+/// the threads that unblocked it keep it unblocked. `invalidate()` is safe from any thread. A source whose loop ends
+/// (its thread exits, its `LoopThread` finishes) is invalidated with it, so an ended loop never swallows a signal; a
 /// delivery that came after the loop's last pass is handed to `handler` first, on the loop's thread: during a
 /// `LoopThread`'s final drain, where the handler may still queue work for the loop, or, for what comes after its last
 /// round, in one last call once the loop has ended, which must not queue any (`perform` would trap).

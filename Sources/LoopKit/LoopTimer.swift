@@ -175,8 +175,8 @@ public final class LoopTimer: @unchecked Sendable {
     }
 
     /// `tolerance` as the timer keeps it: for a repeating timer, at most half the interval, as CF's
-    /// `CFRunLoopTimerSetTolerance` caps it. A larger one would let a wake-up for another timer inside this one's window
-    /// come after the timer's next slots, which would then never fire.
+    /// `CFRunLoopTimerSetTolerance` caps it. A larger one would let a wake-up for another timer inside this one's
+    /// window come after the timer's next slots, which would then never fire.
     private func acceptedTolerance(_ tolerance: Duration) -> Duration {
         self.repeats ? min(tolerance, self.interval / 2) : tolerance
     }

@@ -44,7 +44,8 @@ struct PhasesDemo {
         let paragraphs = [
             title + ": the anatomy of a pass, seen by an observer of every activity.",
             "A run: entry, passes, exit. One pass: beforeTimers, beforeSources, then blocks, signalled sources, "
-                + "blocks again; if no source was handled (blocks do not count), beforeWaiting, the sleep, afterWaiting; then due timers, "
+                + "blocks again; if no source was handled (blocks do not count), beforeWaiting, the sleep, "
+                + "afterWaiting; then due timers, "
                 + "ready descriptor sources, and blocks again.",
             "On the main thread's loop: a timer, a signalled source and a descriptor source on a pipe (another "
                 + "thread signals the one and writes into the other), and blocks queued with perform.",

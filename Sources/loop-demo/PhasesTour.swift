@@ -104,7 +104,8 @@ final class PhasesTour {
 
     /// Ends the tour early because `signal` arrived (Ctrl-C), and records it: it is what ended the sleep. Loop thread.
     func stop(becauseOf signal: CInt) {
-        self.record(.handled(item: "signal", detail: "\(InterruptSignal.name(of: signal)) arrived: stop() ends the run"))
+        let name = InterruptSignal.name(of: signal)
+        self.record(.handled(item: "signal", detail: "\(name) arrived: stop() ends the run"))
         self.loop.stop()
     }
 

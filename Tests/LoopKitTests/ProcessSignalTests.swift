@@ -239,6 +239,23 @@ struct ProcessSignalTests {
         #expect(unsafeBitCast(now.__sigaction_handler.sa_handler, to: Int.self) == 1)  // SIG_IGN
     }
 
+    @Test func aHandlerTheProgramInstalledAfterTheSourceStaysWhenTheSourceIsCancelled() throws {
+        let saved = Self.ignoreSIGUSR2()
+        defer { Self.restoreSIGUSR2(saved) }
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+        var own = sigaction()
+        own.__sigaction_handler.sa_handler = programsOwnSIGUSR2Handler
+        sigaction(SIGUSR2, &own, nil)  // the program's own handler, after LoopKit's
+        source.invalidate()
+        var now = sigaction()
+        sigaction(SIGUSR2, nil, &now)
+        // Not SIG_IGN, which was there before the source: LoopKit takes out only its own handler.
+        let address = { (handler: __sighandler_t?) in unsafeBitCast(handler, to: Int.self) }
+        #expect(address(now.__sigaction_handler.sa_handler) == address(programsOwnSIGUSR2Handler))
+    }
+
     /// The add reaches the loop as a queued change, which the loop drops when its thread ends first: the source must
     /// not stay installed (swallowing the signal) with nothing to read its pipe.
     @Test func aSignalSourceWhoseAddItsEndingLoopDroppedEndsWithIt() throws {
@@ -379,3 +396,6 @@ struct ProcessSignalTests {
         #expect(counts.elements == [1])  // and the signal itself was counted, not lost
     }
 }
+
+/// A handler a program installs itself, after LoopKit's.
+private func programsOwnSIGUSR2Handler(_ signal: Int32) {}

@@ -91,6 +91,10 @@ int cloopkit_main_queue_handle(void);
 /// queue's pending work (`_dispatch_main_queue_callback_4CF`).
 void cloopkit_main_queue_drain(int handle);
 
+/// Writes the message for error number `code` (strerror_r(3), safe from any thread) into `buffer` of `size` bytes,
+/// terminated by a zero; "unknown error N" when the system has none.
+void cloopkit_error_message(int code, char *buffer, unsigned long size);
+
 /// Copies the calling thread's name (at most `size` bytes with the terminating zero) into `buffer`; returns 0, or an
 /// error number (pthread_getname_np(3)).
 int cloopkit_thread_name(char *buffer, unsigned long size);
@@ -102,10 +106,11 @@ int cloopkit_thread_name(char *buffer, unsigned long size);
 /// faulting instruction for ever, or one out of range; `EBUSY` when the signal already has 16 listeners).
 int cloopkit_signal_install(int signo, int write_fd);
 
-/// Removes the listener with `ticket` (once; a later call does nothing); the last listener of `signo` gives it back
-/// the disposition it had before the first. Returns once no handler call can still write to the listener's
-/// descriptor, so the caller may close it, with the deliveries counted for the listener and not taken (0 for a later
-/// call): none is counted after it returns.
+/// Removes the listener with `ticket` (once; a later call does nothing); the last listener of `signo` gives it back the
+/// disposition it had before the first, unless a handler installed since replaced LoopKit's (that one stays). The
+/// signal stays unblocked in the threads that installed listeners. Returns once no handler call can still write to the
+/// listener's descriptor, so the caller may close it, with the deliveries counted for the listener and not taken (0 for
+/// a later call): none is counted after it returns.
 uint64_t cloopkit_signal_uninstall(int signo, int ticket);
 
 /// The deliveries of `signo` counted for the listener with `ticket` since the last call; 0 once it is removed, even

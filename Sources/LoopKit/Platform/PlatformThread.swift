@@ -97,10 +97,10 @@ struct PlatformThread: @unchecked Sendable {  // @unchecked: `pthread_t` is a po
     static let sleepBetweenLooksMicroseconds: useconds_t = 50
 
     /// Waits before the look number `look` (0 first) of a polling wait for another thread's short work: a yield
-    /// (`offerProcessor()`) for the first `yieldsBeforeSleeping` looks, then a sleep of `sleepBetweenLooksMicroseconds`.
-    /// Never a bare spin: with more threads than cores, the spinner would take the slice of the thread it waits for.
-    /// And not only yields: a real-time (SCHED_FIFO) waiter's yield lets no ordinary thread run on its processor, so an
-    /// ordinary thread it waits for, preempted there, could never finish.
+    /// (`offerProcessor()`) for the first `yieldsBeforeSleeping` looks, then a sleep of
+    /// `sleepBetweenLooksMicroseconds`. Never a bare spin: with more threads than cores, the spinner would take the
+    /// slice of the thread it waits for. And not only yields: a real-time (SCHED_FIFO) waiter's yield lets no ordinary
+    /// thread run on its processor, so an ordinary thread it waits for, preempted there, could never finish.
     static func pause(beforeLook look: Int) {
         if look < Self.yieldsBeforeSleeping {
             Self.offerProcessor()

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CLoopKitSystem
 
 /// A system call failed: which call, and the `errno` it left.
 ///
@@ -25,7 +26,10 @@ public struct SystemCallError: Error, Sendable, Hashable, CustomStringConvertibl
     }
 
     public var description: String {
-        let message = strerror(self.code).map { String(cString: $0) } ?? "unknown error"
+        // strerror_r, not strerror: glibc's strerror writes an unknown code's message into one buffer for all threads.
+        var buffer = [CChar](repeating: 0, count: 256)
+        cloopkit_error_message(self.code, &buffer, UInt(buffer.count))
+        let message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return "\(self.call) failed: \(message) (errno \(self.code))"
     }
 }
