@@ -596,6 +596,23 @@ extension HostileDemoTests {
         #expect(ran.elements == [1])
     }
 
+    /// The last reference to a driver dropped on another thread (a `LoopBound` that held it went there): the loop's
+    /// host state is changed on its own thread, at its next pass, and a new driver made before that pass stays.
+    @Test func aDriverFreedOnAnotherThreadIsDetachedOnTheLoopsThread() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let handOff = HostDriverHandOff(try LoopHostDriver(loop: loop))
+        _ = handOff.driver?.prepare()
+        #expect(loop.hostDrivers.count == 1)
+        onAnotherThread { handOff.driver = nil }
+        #expect(loop.hostDrivers.count == 1, "not changed from the other thread")
+        let again = try LoopHostDriver(loop: loop)  // applies the queued detach first
+        #expect(loop.hostDrivers.map(\.identity) == [ObjectIdentifier(again)])
+        #expect(!loop.isHostWaitAnnounced)
+        withExtendedLifetime(again) {}
+    }
+
     @Test func aDriverDestroyedWhileTheHostSleepsLeavesTheLoopRunnable() throws {
         let loop = try Loop()
         defer { loop.invalidate() }
@@ -660,5 +677,14 @@ extension HostileDemoTests {
         producer.join()
         #expect(Set(ran.elements) == ["default timer", "other timer", "other block", "default block",
                                       "other descriptor:p"])
+    }
+}
+
+/// Holds a driver so that another thread can drop the last reference to it.
+final class HostDriverHandOff: @unchecked Sendable {
+    var driver: LoopHostDriver?
+
+    init(_ driver: LoopHostDriver) {
+        self.driver = driver
     }
 }

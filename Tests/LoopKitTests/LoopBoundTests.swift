@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import LoopKit
 
@@ -39,6 +40,35 @@ struct LoopBoundTests {
         #expect(waitUntil { seen.count == 1 })
         #expect(seen.elements == [3])
         thread.shutdownAndJoin()
+    }
+
+    /// Deliberately not `Sendable`: tells on which thread it was let go of.
+    final class Tracked {
+        let loop: Loop
+        let freedOnItsLoop: Recorder<Bool>
+
+        init(loop: Loop, freedOnItsLoop: Recorder<Bool>) {
+            self.loop = loop
+            self.freedOnItsLoop = freedOnItsLoop
+        }
+
+        deinit {
+            self.freedOnItsLoop.append(self.loop.isCurrent)
+        }
+    }
+
+    @Test func aBoxFreedOnAnotherThreadLetsGoOfItsValueOnTheLoopsThread() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        loop.add(keepAliveTimer(), forMode: .default)
+        let freedOnItsLoop = Recorder<Bool>()
+        var box: LoopBoundBox<Tracked>? = LoopBoundBox(Tracked(loop: loop, freedOnItsLoop: freedOnItsLoop), loop: loop)
+        let last = LoopBoundBoxHandOff(box: box!)
+        box = nil
+        onAnotherThread { last.drop() }  // the last reference goes there
+        #expect(freedOnItsLoop.elements.isEmpty, "not let go of off the loop's thread")
+        loop.run(mode: .default, before: loop.now + .milliseconds(100))  // the pass that lets go of it
+        #expect(freedOnItsLoop.elements == [true])
     }
 
     @Test func theIsolatedViewTakesClosuresThatAreNotSendable() throws {
@@ -117,5 +147,23 @@ struct LoopBoundTests {
         }
         #expect(result?.standardErrorText.contains("Loop.assumeIsolated() must be called on the loop's own thread")
                 == true)
+    }
+}
+
+/// Holds the last reference to a box until `drop()`, on whatever thread calls it.
+final class LoopBoundBoxHandOff<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var box: LoopBoundBox<Value>?
+
+    init(box: LoopBoundBox<Value>) {
+        self.box = box
+    }
+
+    func drop() {
+        let box = self.lock.withLock { () -> LoopBoundBox<Value>? in
+            defer { self.box = nil }
+            return self.box
+        }
+        _ = box
     }
 }
