@@ -35,7 +35,7 @@ extension Loop {
         public func perform(inModes modes: [LoopMode] = [.default], _ block: @escaping () -> Void) {
             self.loop.preconditionIsCurrent("Loop.Isolated.perform(inModes:_:)")
             let bound = LoopBound(block, loop: self.loop)
-            self.loop.perform(inModes: modes) { bound.value() }
+            self.loop.perform(inModes: modes, call: "Loop.Isolated.perform(inModes:_:)") { bound.value() }
         }
 
         /// Runs `task` once on the loop's thread after `delay`, as `Loop.schedule(after:inModes:_:)`; `task` may
@@ -47,6 +47,7 @@ extension Loop {
             _ task: @escaping () -> Void
         ) -> LoopScheduledTask {
             self.loop.preconditionIsCurrent("Loop.Isolated.schedule(after:inModes:_:)")
+            loopPrecondition(!modes.isEmpty, "Loop.Isolated.schedule(after:inModes:_:): the list of modes is empty")
             let bound = LoopConfinedCallback(task, loop: self.loop,
                                              accessor: "Loop.Isolated.schedule(after:inModes:_:) task")
             return self.loop.schedule(after: delay, inModes: modes) { bound.value() }
@@ -180,6 +181,7 @@ extension LoopSignalSource {
         _ handler: @escaping (Int) -> Void
     ) throws(SystemCallError) {
         let loop = isolated.loop(checkingFor: "LoopSignalSource(signal:on:modes:_:)")
+        loopPrecondition(!modes.isEmpty, "LoopSignalSource(signal:on:modes:_:): the list of modes is empty")
         let bound = LoopConfinedCallback(handler, loop: loop,
                                          accessor: "LoopSignalSource(…, on:) handler, added to another loop")
         try self.init(signal: signal, loop: loop, modes: modes) { bound.value($0) }

@@ -17,10 +17,15 @@ extension Loop {
     ///
     /// - Precondition: `modes` is not empty; the loop's `LoopThread` has not ended.
     public func perform(inModes modes: [LoopMode], _ block: @escaping @Sendable () -> Void) {
+        self.perform(inModes: modes, call: "Loop.perform(inModes:_:)", block)
+    }
+
+    /// `perform(inModes:_:)`, whose traps name `call` (the API the user called).
+    func perform(inModes modes: [LoopMode], call: StaticString, _ block: @escaping @Sendable () -> Void) {
         if modes.isEmpty {
-            fatalError("Loop.perform(inModes:_:): the list of modes is empty, so the block could never run")
+            fatalError("\(call): the list of modes is empty, so the block could never run")
         }
-        self.enqueue(BlockModes(modes), block, call: "Loop.perform(inModes:_:)")
+        self.enqueue(BlockModes(modes), block, call: call)
     }
 
     /// Queues an executor's job (`LoopJobTarget`). Any thread. A job for a loop that has ended traps, naming the usual

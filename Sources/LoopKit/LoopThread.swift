@@ -89,8 +89,7 @@ public final class LoopThread: Sendable {
     ///
     /// - Precondition: Not called on the loop's thread (it would wait for itself).
     public func join() {
-        loopPrecondition(!self.loop.isCurrent,
-                     "LoopThread.join(): called on the loop's own thread, which would wait forever")
+        self.preconditionIsNotCurrent("LoopThread.join()")
         self.isJoined.withLock { joined in
             guard !joined else { return }
             self.thread.join()
@@ -102,8 +101,14 @@ public final class LoopThread: Sendable {
     ///
     /// - Precondition: Not called on the loop's thread.
     public func shutdownAndJoin() {
+        self.preconditionIsNotCurrent("LoopThread.shutdownAndJoin()")  // before the shutdown, which it would keep
         self.shutdown()
         self.join()
+    }
+
+    /// Traps, naming `call`, on the loop's own thread, where a join would wait for itself.
+    private func preconditionIsNotCurrent(_ call: StaticString) {
+        loopPrecondition(!self.loop.isCurrent, "\(call): called on the loop's own thread, which would wait forever")
     }
 
     deinit {

@@ -54,6 +54,9 @@ struct MisuseTests {
         case groupWithNoThreads
         case groupShutDownFromItsOwnThread
         case loopThreadJoiningItself
+        case loopThreadShuttingDownAndJoiningItself
+        case isolatedPerformWithNoModes
+        case isolatedScheduleWithNoModes
         case displayRateOutOfRange
         case displayLinkNegativeRate
         case displayLinkEmptyRange
@@ -107,6 +110,9 @@ struct MisuseTests {
             case .groupWithNoThreads: "LoopGroup(name:threadCount:): threadCount must be at least 1"
             case .groupShutDownFromItsOwnThread: "LoopGroup.syncShutdownGracefully(): called on one of the group's own"
             case .loopThreadJoiningItself: "LoopThread.join(): called on the loop's own thread"
+            case .loopThreadShuttingDownAndJoiningItself: "LoopThread.shutdownAndJoin(): called on the loop's own thread"
+            case .isolatedPerformWithNoModes: "Loop.Isolated.perform(inModes:_:): the list of modes is empty"
+            case .isolatedScheduleWithNoModes: "Loop.Isolated.schedule(after:inModes:_:): the list of modes is empty"
             case .displayRateOutOfRange: "LoopDisplay(maximumRate:epoch:): the rate must be 1...1000 Hz"
             case .displayLinkNegativeRate: "LoopDisplayLink(display:preferredRate:): the rate must be finite"
             case .displayLinkEmptyRange: "LoopDisplayLink(display:minimum:maximum:preferred:): need 0 < minimum"
@@ -193,6 +199,16 @@ struct MisuseTests {
                 let actor = ActorOnALoop(executor: thread.loop.executor)
                 Task.detached { print(await actor.touch()) }  // the result is used: the hop cannot be optimized away
                 _ = waitUntil { false }
+            case .isolatedPerformWithNoModes: loop.assumeIsolated().perform(inModes: []) {}
+            case .isolatedScheduleWithNoModes: _ = loop.assumeIsolated().schedule(after: .seconds(1), inModes: []) {}
+            case .loopThreadShuttingDownAndJoiningItself:
+                let thread = try LoopThread()
+                let finished = AtomicCounter()
+                thread.perform {
+                    thread.shutdownAndJoin()
+                    finished.increment()
+                }
+                _ = waitUntil { finished.current > 0 }
             case .loopThreadJoiningItself:
                 let thread = try LoopThread()
                 let finished = AtomicCounter()
