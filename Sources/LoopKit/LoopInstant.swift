@@ -70,9 +70,11 @@ extension Duration {
         Int64(clamping: self.wholeNanoseconds(roundingUp: true))
     }
 
-    /// `clampedNanoseconds` for a length that cannot be negative (a period, a tolerance): 0 for a negative one.
+    /// The duration in whole nanoseconds (a fraction rounded up) for a length that cannot be negative (a period, a
+    /// tolerance): 0 for a negative one, clamped to `UInt64`'s range, the instants' own, so that a period of 292 years
+    /// or more is not cut to `Int64.max` nanoseconds (its next slot would come early).
     var nonNegativeNanoseconds: UInt64 {
-        UInt64(max(self.clampedNanoseconds, 0))
+        UInt64(clamping: max(self.wholeNanoseconds(roundingUp: true), 0))
     }
 
     /// The duration in whole nanoseconds, a fraction rounded toward positive infinity (`roundingUp`) or negative

@@ -3,7 +3,8 @@ import Synchronization
 /// A callback that fires at a time, once or repeatedly, while its loop runs one of its modes.
 ///
 /// A timer's first fire is at the loop's `now + interval` when it is first added to a loop (never at once), unless it
-/// was created with a fire date. A repeating timer keeps its phase: its slots are `fireDate + n × interval`; after a
+/// was created with a fire date. A repeating timer keeps its phase: its slots are `fireDate + n × interval` (the
+/// interval in whole nanoseconds, a fraction rounded up, so `.seconds(1) / 3` runs 2 ns a second slow); after a
 /// late fire (a busy loop, or a mode that was not running) it fires once and moves to the first slot after now,
 /// skipping the missed ones, never replaying them. `tolerance` lets the loop delay a fire by up to that much so that
 /// nearby timers share one wake-up; a timer never fires early. A timer in several modes fires once per slot; timers

@@ -137,7 +137,9 @@ struct TimerQueueTests {
         #expect(origin + .seconds(1e19) == .distantFuture)
         #expect(origin + Duration(attoseconds: .max) == .distantFuture)
         #expect(LoopInstant.distantFuture + Duration(attoseconds: .min) == origin)
-        #expect(Duration(attoseconds: .max).nonNegativeNanoseconds == UInt64(Int64.max))
+        #expect(Duration(attoseconds: .max).nonNegativeNanoseconds == UInt64.max)  // the instants' range
+        #expect(Duration.seconds(10_000_000_000).nonNegativeNanoseconds == 10_000_000_000_000_000_000)
+        #expect(Duration(attoseconds: .min).nonNegativeNanoseconds == 0)
     }
 
     /// `run()` waits for `.distantFuture`, which a virtual clock can reach: it returns then, instead of spinning.
@@ -152,6 +154,49 @@ struct TimerQueueTests {
         #expect(loop.run() == .timedOut)
         #expect(fired.elements == [1])
         timer.invalidate()
+    }
+
+    /// A period beyond `Int64.max` nanoseconds (292 years) but inside the instants' range: the next slot is a whole
+    /// period later, not 292 years (the period cut to `Int64`), which would be decades early.
+    @Test func aPeriodLongerThan292YearsKeepsItsLength() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let start = clock.now
+        let period = Duration.seconds(10_000_000_000)  // some 317 years
+        let fired = Recorder<LoopInstant>()
+        let timer = LoopTimer(fireAt: start, interval: period, repeats: true) { _ in fired.append(clock.now) }
+        loop.add(timer, forMode: .default)
+        #expect(loop.run(mode: .default, before: start + .seconds(1)) == .timedOut)
+        #expect(fired.elements == [start])
+        #expect(timer.fireDate == start + period)
+        timer.invalidate()
+    }
+
+    /// A window that saturates (a deadline past 2^63 ns on a manual clock, a tolerance of centuries) must not take in
+    /// a parked timer's `.max`, which would read as "no timer": the run would sleep for good with a timer due.
+    @Test func aParkedTimerDoesNotHideADueOneWhoseWindowReachesTheEndOfTime() throws {
+        let clock = ManualLoopClock(start: LoopInstant(nanoseconds: 10_000_000_000_000_000_000))
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let start = clock.now
+        let fired = Recorder<LoopInstant>()
+        let due = LoopTimer(fireAt: start + .milliseconds(1), tolerance: .seconds(10_000_000_000)) { _ in
+            fired.append(clock.now)
+            loop.stop()
+        }
+        let parked = LoopTimer(fireAt: start + .seconds(1)) { _ in }
+        loop.add(due, forMode: .default)
+        loop.add(parked, forMode: .default)
+        parked.setNextFireDate(.distantFuture)
+        let guardThread = startThread {  // a stop in real time if the run sleeps for good
+            _ = waitUntil(limit: .seconds(5)) { fired.count > 0 }
+            loop.stop()
+        }
+        #expect(loop.run(mode: .default, before: .distantFuture) == .stopped)
+        guardThread.join()
+        #expect(fired.elements == [start + .milliseconds(1)])
+        parked.invalidate()
     }
 
     @Test func aTimerWithAnIntervalBeyondInt64SecondsNeverFiresAndDoesNotTrap() throws {

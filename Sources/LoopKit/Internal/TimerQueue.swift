@@ -160,8 +160,10 @@ struct TimerQueue {
     /// - Complexity: O(*k*), *k* ≤ `budget` entries inside the tolerance window.
     func coalescedWakeTime(budget: Int = 64, isLive: (TimerEntry) -> Bool) -> UInt64? {
         guard let first = self.entries.first else { return nil }
-        var windowEnd = first.deadline.addingClamped(first.tolerance)
-        if windowEnd == first.deadline { return first.deadline }
+        // Short of `.max`, the deadline of a parked entry (a paused display link, a date in the distant future): a
+        // window that saturates would take it in and return `.max`, which reads as "no timer" while one is due.
+        var windowEnd = min(first.deadline.addingClamped(first.tolerance), .max - 1)
+        if windowEnd <= first.deadline { return first.deadline }
         var remaining = budget
         var exhausted = false
 
