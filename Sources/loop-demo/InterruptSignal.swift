@@ -33,12 +33,13 @@ final class InterruptSignal {
         self.sources = sources
     }
 
-    /// How the user knows `signal`: "Ctrl-C" for SIGINT, else its name ("SIGTERM").
+    /// How the user knows `signal`: "Ctrl-C" for SIGINT, "Ctrl-\" for SIGQUIT, else its name ("SIGTERM").
     static func name(of signal: CInt) -> String {
         switch signal {
         case SIGINT: "Ctrl-C"
         case SIGTERM: "SIGTERM"
         case SIGHUP: "SIGHUP"
+        case SIGQUIT: "Ctrl-\\"
         default: "signal \(signal)"
         }
     }

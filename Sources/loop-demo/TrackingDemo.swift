@@ -1,3 +1,4 @@
+import Foundation
 import LoopKit
 
 /// `loop-demo tracking`: runs a `TrackingSession` on the main loop and shows it: a live timeline on a terminal, then
@@ -29,7 +30,10 @@ struct TrackingDemo {
         let session = TrackingSession(loop: loop, configuration: configuration, input: input)
 
         let trace = try DemoTrace.start(path: self.options.common.tracePath, loop: loop)
-        let interrupt = try InterruptSignal(loop: loop) { session.quit(interruptedBy: $0) }
+        // SIGHUP and SIGQUIT (Ctrl-\) too: the live view hides the cursor, which only the normal end shows again.
+        let interrupt = try InterruptSignal(loop: loop, signals: [SIGINT, SIGTERM, SIGHUP, SIGQUIT]) {
+            session.quit(interruptedBy: $0)
+        }
         defer {
             interrupt.invalidate()
             Terminal.restore()

@@ -317,6 +317,18 @@ struct HostileDemoTests {
         return mask & (1 << UInt64(signal - 1)) != 0
     }
 
+    /// The tracking demo hides the cursor on a terminal: a hang-up or a Ctrl-\ ends it through its normal end too,
+    /// which shows the cursor again, with 128 + the signal's number.
+    @Test(arguments: [SIGHUP, SIGQUIT])
+    func aHangUpOrAQuitEndsTheTrackingDemoThroughItsNormalEnd(signal: Int32) throws {
+        let demo = try DemoProcess(["--duration", "600", "--json"])
+        try #require(waitUntil { Self.catches(signal, pid: demo.pid) })
+        demo.send(signal)
+        let (status, errors) = demo.waitForExit()
+        #expect(demo.process.terminationReason == .exit)
+        #expect(status == 128 + signal, "\(errors)")
+    }
+
     @Test(arguments: [["hitches", "--duration", "600", "--no-color"], ["--duration", "600", "--json"]])
     func sigintEndsALongDemoWithStatus130AndItsSummary(arguments: [String]) throws {
         let demo = try DemoProcess(arguments)
