@@ -223,7 +223,7 @@ void cloopkit_error_message(int code, char *buffer, unsigned long size) {
     if (size == 0) {
         return;
     }
-#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+#if (defined(__GLIBC__) || defined(__BIONIC__)) && defined(_GNU_SOURCE)
     // GNU's strerror_r returns the message, which may be a static string rather than `buffer`.
     const char *message = strerror_r(code, buffer, size);
     if (message != buffer) {
@@ -398,19 +398,60 @@ static pthread_mutex_t cloopkit_signal_lock = PTHREAD_MUTEX_INITIALIZER;
 // uninstalling can wait for them before the caller closes the pipe (a late write must never reach a reused number).
 static _Atomic int cloopkit_signal_writers[CLOOPKIT_MAX_SIGNAL];
 
-static void cloopkit_signal_handler(int signo) {
+/// Whether the default action of `signo` ends the process (with or without a core), rather than ignoring the signal
+/// (SIGCHLD, SIGCONT, SIGURG, SIGWINCH) or stopping the process (SIGTSTP, SIGTTIN, SIGTTOU).
+static int cloopkit_signal_default_ends_process(int signo) {
+    switch (signo) {
+    case SIGCHLD: case SIGCONT: case SIGURG: case SIGWINCH: case SIGTSTP: case SIGTTIN: case SIGTTOU:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+/// A delivery that no listener takes: LoopKit's handler was called after the last listener went, by a handler
+/// installed since that chains to it (the last uninstall then leaves that one in place), or by code that saved it and
+/// put it back. The signal does what it did before LoopKit took it: the replaced handler is called, or the default
+/// action that ends the process is taken (once the handlers return: the signal is blocked while they run). Only a
+/// signal whose default action ignores it or stops the process, or one that was ignored, is dropped. Async-signal-safe.
+static void cloopkit_signal_forward(int signo, siginfo_t *info, void *context) {
+    struct sigaction previous = cloopkit_signal_previous[signo];
+    if (previous.sa_flags & SA_SIGINFO) {
+        if (previous.sa_sigaction != NULL) {
+            previous.sa_sigaction(signo, info, context);
+        }
+    } else if (previous.sa_handler == SIG_DFL) {
+        if (cloopkit_signal_default_ends_process(signo)) {
+            struct sigaction fallback;
+            memset(&fallback, 0, sizeof fallback);
+            fallback.sa_handler = SIG_DFL;
+            sigemptyset(&fallback.sa_mask);
+            (void)sigaction(signo, &fallback, NULL);
+            (void)raise(signo);
+        }
+    } else if (previous.sa_handler != SIG_IGN) {
+        previous.sa_handler(signo);
+    }
+}
+
+static void cloopkit_signal_handler(int signo, siginfo_t *info, void *context) {
     int saved = errno;  // the interrupted code may be about to read errno
     if (signo > 0 && signo < CLOOPKIT_MAX_SIGNAL) {
+        int listeners = 0;
         atomic_fetch_add(&cloopkit_signal_writers[signo], 1);  // before the loads: see cloopkit_signal_uninstall
         for (int slot = 0; slot < CLOOPKIT_SIGNAL_SLOTS; slot++) {
             int fd = atomic_load(&cloopkit_signal_fds[signo][slot]) - 1;
             if (fd >= 0) {
+                listeners += 1;
                 atomic_fetch_add(&cloopkit_signal_counts[signo][slot], 1);
                 char byte = 1;
                 (void)write(fd, &byte, 1);  // non-blocking: a full pipe already wakes the loop
             }
         }
         atomic_fetch_sub(&cloopkit_signal_writers[signo], 1);
+        if (listeners == 0) {
+            cloopkit_signal_forward(signo, info, context);
+        }
     }
     errno = saved;
 }
@@ -462,9 +503,10 @@ int cloopkit_signal_install(int signo, int write_fd) {
     atomic_store(&cloopkit_signal_fds[signo][slot], write_fd + 1);
     if (cloopkit_signal_users[signo] == 0) {
         struct sigaction action;
-        action.sa_handler = cloopkit_signal_handler;
+        memset(&action, 0, sizeof action);
+        action.sa_sigaction = cloopkit_signal_handler;
         sigemptyset(&action.sa_mask);
-        action.sa_flags = SA_RESTART;
+        action.sa_flags = SA_RESTART | SA_SIGINFO;  // SA_SIGINFO: a forwarded delivery passes its details on
         if (sigaction(signo, &action, &cloopkit_signal_previous[signo]) != 0) {
             int saved = errno;
             atomic_store(&cloopkit_signal_fds[signo][slot], 0);
@@ -502,8 +544,8 @@ uint64_t cloopkit_signal_uninstall(int signo, int ticket) {
         // What was there before (e.g. SIG_IGN), but only in place of LoopKit's own handler: one the program or a
         // library installed since stays, as it would have without LoopKit.
         struct sigaction current;
-        if (sigaction(signo, NULL, &current) == 0 && !(current.sa_flags & SA_SIGINFO)
-            && current.sa_handler == cloopkit_signal_handler) {
+        if (sigaction(signo, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO)
+            && current.sa_sigaction == cloopkit_signal_handler) {
             (void)sigaction(signo, &cloopkit_signal_previous[signo], NULL);
         }
     }

@@ -11,12 +11,14 @@ extension Loop {
         self.isServingMainQueue = true
         let handle = cloopkit_main_queue_handle()
         guard handle >= 0 else { return }  // a libdispatch without the run-loop hooks: nothing to serve
-        // A run nested in a main-queue block calls this again when more work is queued meanwhile: the drain reads
-        // the handle, and libdispatch's callback returns at once while its outer call runs (its own guard), so the
-        // nested run neither runs main-queue work out of order nor spins; the outer drain pokes the handle again for
-        // what is left. The same as CF, which leaves the main queue out of such a run.
-        let source = LoopDescriptorSource(descriptor: handle, events: .readable) { _, _ in
+        // A run nested in a main-queue block (a modal loop in @MainActor code) leaves the main queue out, as CF's
+        // does: libdispatch's callback would return at once inside its outer call (its own guard), so the nested run
+        // would wake for the handle and call that a handled source while no work ran. The handle is not watched until
+        // the drain returns; libdispatch pokes it again then for what is left.
+        let source = LoopDescriptorSource(descriptor: handle, events: .readable) { source, _ in
+            source.events = []
             cloopkit_main_queue_drain(handle)
+            source.events = .readable
         }
         self.add(source, forMode: .common)
     }

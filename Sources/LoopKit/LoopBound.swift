@@ -58,7 +58,9 @@ public struct LoopBound<Value>: @unchecked Sendable {
 ///
 /// The value is let go of on the loop's thread too: a box freed elsewhere hands its value to the loop, which lets go
 /// of it at its next pass, so that a deinit that touches loop-confined state runs where that state lives. Once the
-/// loop has ended, nothing runs on its thread any more, and the value is let go of where the box is freed.
+/// loop has ended, it takes nothing more, and the value is let go of where the box is freed. A loop that never makes
+/// another pass (and is never invalidated) keeps what it was handed: should the value hold the loop, neither is
+/// freed.
 // @unchecked Sendable: `storage` is only read or written on `loop`'s thread, which every accessor checks first; the
 // deinit only moves it to the loop.
 public final class LoopBoundBox<Value>: @unchecked Sendable {

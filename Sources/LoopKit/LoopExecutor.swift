@@ -43,6 +43,9 @@ public final class LoopExecutor: SerialExecutor, TaskExecutor, CustomStringConve
         }
     }
 
+    /// The loop's identity for these modes, unowned as the runtime takes it: valid while the loop lives. An actor
+    /// that stores it instead of the executor must keep the executor (or the loop) too; one that outlives the loop
+    /// enqueues on freed memory.
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         self.actorTarget.asUnownedSerialExecutor()
     }

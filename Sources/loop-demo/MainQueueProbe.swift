@@ -1,3 +1,4 @@
+import CoreFoundation
 import Dispatch
 import Foundation
 import LoopKit
@@ -24,9 +25,14 @@ enum MainQueueProbe {
     /// Whether the nested run slept through its 100 ms rather than polling a handle that stayed readable: on
     /// LoopKit, by its waits (a handful, where a spin makes hundreds); on Foundation, by the thread's CPU time.
     nonisolated(unsafe) private static var nestedRunSlept = false
+    /// Whether a run nested in a main-queue block, asked to return after a source, returned for one with more
+    /// main-queue work queued and nothing else ready: CF leaves the main queue out of such a run (its work could not
+    /// run there anyway), so it does not.
+    nonisolated(unsafe) private static var returningRunHandledASource: Bool?
 
     private static let expected: Set<String> = ["DispatchQueue.main.async", "Task { @MainActor in }",
-                                                "MainActor.run", "modal run ended", "nested run ended"]
+                                                "MainActor.run", "modal run ended", "nested run ended",
+                                                "returning run ended"]
 
     /// Runs the probe on the main thread. Returns the exit status.
     static func run(_ runner: Runner) -> Int32 {
@@ -54,6 +60,7 @@ enum MainQueueProbe {
             Loop.main.perform { Self.modalRunOnLoopKit() }
         }
         DispatchQueue.main.async { Self.nestedRunInAMainQueueBlock(foundation: foundation) }
+        DispatchQueue.main.async { Self.returningRunInAMainQueueBlock(foundation: foundation) }
         let deadline = Date().addingTimeInterval(20)
         while !Self.expected.isSubset(of: Self.seen), Date() < deadline {
             if foundation {
@@ -73,6 +80,9 @@ enum MainQueueProbe {
             + (Self.ranDuringNestedRun ? "ran" : "waited"))
         // Half of its 100 ms: asleep uses next to nothing; polling a handle that stays readable uses all of it.
         print("the nested run meanwhile: " + (Self.nestedRunSlept ? "slept" : "spun"))
+        print("a run nested in a main-queue block, returning after a source: "
+            + (Self.returningRunHandledASource.map { $0 ? "returned for the main queue" : "the main queue is none" }
+                ?? "did not run"))
         fflush(nil)  // every stream, before exit: a sanitizer's report at exit must not lose the output
         return Self.expected.isSubset(of: Self.seen) ? 0 : 1
     }
@@ -142,6 +152,27 @@ enum MainQueueProbe {
         }
         Self.isInNestedRun = false
         Self.seen.insert("nested run ended")
+    }
+
+    /// From a main-queue block, with more main-queue work queued, runs the default mode for 50 ms, returning after a
+    /// source: the main queue is no source of such a run (its work waits for the block), so it does not return for it.
+    private static func returningRunInAMainQueueBlock(foundation: Bool) {
+        DispatchQueue.main.async {}
+        if foundation {
+            let timer = Timer(timeInterval: 1, repeats: false) { _ in }  // keeps the mode from being empty
+            RunLoop.main.add(timer, forMode: .default)
+            let result = CFRunLoopRunInMode(kCFRunLoopDefaultMode, 0.05, true)
+            timer.invalidate()
+            Self.returningRunHandledASource = result == .handledSource  // timedOut, or finished: CF sees no source
+        } else {
+            let loop = Loop.main
+            let timer = LoopTimer(interval: .seconds(1)) { _ in }
+            loop.add(timer, forMode: .default)
+            let result = loop.run(mode: .default, before: loop.now + .milliseconds(50), returnAfterSourceHandled: true)
+            Self.returningRunHandledASource = result == .handledSource
+            timer.invalidate()
+        }
+        Self.seen.insert("returning run ended")
     }
 
     /// The calling thread's CPU time in nanoseconds (clock_gettime(2), CLOCK_THREAD_CPUTIME_ID).

@@ -31,7 +31,7 @@ struct TrackingDemo {
 
         let trace = try DemoTrace.start(path: self.options.common.tracePath, loop: loop)
         // SIGHUP and SIGQUIT (Ctrl-\) too: the live view hides the cursor, which only the normal end shows again.
-        let interrupt = try InterruptSignal(loop: loop, signals: [SIGINT, SIGTERM, SIGHUP, SIGQUIT]) {
+        let interrupt = try InterruptSignal(loop: loop, signals: [SIGINT, SIGTERM, SIGQUIT, SIGHUP]) {
             session.quit(interruptedBy: $0)
         }
         defer {

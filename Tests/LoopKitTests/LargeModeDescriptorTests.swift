@@ -954,3 +954,38 @@ private final class RecordingPoller: Poller {
         self.base.events(at: index)
     }
 }
+
+/// A number whose epoll reports poll keeps failing to confirm after a rebuild: a lost race each time (a listening socket
+/// several processes accept on), which no rebuild cures. Each rebuild costs O(n), so they come ever further apart.
+@Suite("Rebuilds asked for by one number")
+struct RebuildSpacingTests {
+    /// The waits at which number 7 may rebuild when it asks at every wait, out of `waits`.
+    private func rebuildWaits(_ spacing: inout RebuildSpacing, waits: Int) -> [Int] {
+        var rebuilds: [Int] = []
+        for wait in 0..<waits {
+            spacing.noteWait()
+            if spacing.mayRebuild(for: 7) { rebuilds.append(wait) }
+        }
+        return rebuilds
+    }
+
+    @Test func theFirstRebuildComesAtOnceAndEachNextOneTwiceAsLateUpToTheMaximum() {
+        var spacing = RebuildSpacing()
+        let rebuilds = self.rebuildWaits(&spacing, waits: 4_200)
+        #expect(Array(rebuilds.prefix(12)) == [0, 1, 3, 7, 15, 31, 63, 127, 255, 511, 1023, 2047])
+        let gaps = zip(rebuilds, rebuilds.dropFirst()).map { $1 - $0 }
+        #expect(gaps.suffix(2) == [RebuildSpacing.maximumSpacing, RebuildSpacing.maximumSpacing])  // spaced, never stopped
+    }
+
+    @Test func aNumberWhoseRegistrationChangedStartsAfreshAndOthersAreNotHeldBack() {
+        var spacing = RebuildSpacing()
+        _ = self.rebuildWaits(&spacing, waits: 100)
+        let otherMay = spacing.mayRebuild(for: 8)
+        #expect(otherMay, "another number's first rebuild comes at once")
+        let heldBack = spacing.mayRebuild(for: 7)
+        #expect(!heldBack, "7 asked at the wait before")
+        spacing.forget(7)  // a source joined on 7: it may name another file, whose stale twin needs a rebuild now
+        let afresh = spacing.mayRebuild(for: 7)
+        #expect(afresh)
+    }
+}

@@ -29,9 +29,11 @@ struct MainQueueTests {
             Task { @MainActor in }: ran
             modal run ended: ran
             nested run ended: ran
+            returning run ended: ran
             main-queue work during a run of a mode that is not common: waited
             main-queue work during a run nested in a main-queue block: waited
             the nested run meanwhile: slept
+            a run nested in a main-queue block, returning after a source: the main queue is none
 
             """
         #expect(loopKit.status == 0)

@@ -256,6 +256,25 @@ struct ProcessSignalTests {
         #expect(address(now.__sigaction_handler.sa_handler) == address(programsOwnSIGUSR2Handler))
     }
 
+    @Test func aDeliveryAHandlerInstalledSincePassesOnAfterTheLastSourceGoesReachesTheHandlerLoopKitReplaced() throws {
+        var replaced = sigaction()
+        replaced.__sigaction_handler.sa_handler = replacedSIGUSR2Handler
+        var saved = sigaction()
+        sigaction(SIGUSR2, &replaced, &saved)
+        defer { Self.restoreSIGUSR2(saved) }
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }  // unblocks SIGUSR2 on this thread
+        var chaining = sigaction()
+        chaining.__sigaction_handler.sa_sigaction = chainingSIGUSR2Handler
+        chaining.sa_flags = SA_SIGINFO
+        sigaction(SIGUSR2, &chaining, &handlerBeforeTheChainingOne)  // a library's, which calls the one it replaced
+        source.invalidate()  // LoopKit's handler is not the current one: the library's stays
+        replacedHandlerCalls.store(0, ordering: .relaxed)
+        raise(SIGUSR2)  // delivered on this thread before raise returns
+        #expect(replacedHandlerCalls.load(ordering: .relaxed) == 1, "passed on, not swallowed by LoopKit's handler")
+    }
+
     /// The add reaches the loop as a queued change, which the loop drops when its thread ends first: the source must
     /// not stay installed (swallowing the signal) with nothing to read its pipe.
     @Test func aSignalSourceWhoseAddItsEndingLoopDroppedEndsWithIt() throws {
@@ -399,3 +418,20 @@ struct ProcessSignalTests {
 
 /// A handler a program installs itself, after LoopKit's.
 private func programsOwnSIGUSR2Handler(_ signal: Int32) {}
+
+/// The handler a library saved when it installed `chainingSIGUSR2Handler` (LoopKit's, in the test).
+nonisolated(unsafe) private var handlerBeforeTheChainingOne = sigaction()
+/// How many times `replacedSIGUSR2Handler` ran.
+private let replacedHandlerCalls = Atomic<Int>(0)
+
+/// The handler LoopKit's first source replaced.
+private func replacedSIGUSR2Handler(_ signal: Int32) {
+    replacedHandlerCalls.wrappingAdd(1, ordering: .relaxed)
+}
+
+/// A library's handler that passes each delivery on to the handler it replaced.
+private func chainingSIGUSR2Handler(
+    _ signal: Int32, _ info: UnsafeMutablePointer<siginfo_t>?, _ context: UnsafeMutableRawPointer?
+) {
+    handlerBeforeTheChainingOne.__sigaction_handler.sa_sigaction?(signal, info, context)
+}

@@ -107,10 +107,11 @@ int cloopkit_thread_name(char *buffer, unsigned long size);
 int cloopkit_signal_install(int signo, int write_fd);
 
 /// Removes the listener with `ticket` (once; a later call does nothing); the last listener of `signo` gives it back the
-/// disposition it had before the first, unless a handler installed since replaced LoopKit's (that one stays). The
-/// signal stays unblocked in the threads that installed listeners. Returns once no handler call can still write to the
-/// listener's descriptor, so the caller may close it, with the deliveries counted for the listener and not taken (0 for
-/// a later call): none is counted after it returns.
+/// disposition it had before the first, unless a handler installed since replaced LoopKit's (that one stays; should it
+/// call LoopKit's, the delivery goes on to the disposition LoopKit replaced). The signal stays unblocked in the threads
+/// that installed listeners. Returns once no handler call can still write to the listener's descriptor, so the caller
+/// may close it, with the deliveries counted for the listener and not taken (0 for a later call): none is counted after
+/// it returns.
 uint64_t cloopkit_signal_uninstall(int signo, int ticket);
 
 /// The deliveries of `signo` counted for the listener with `ticket` since the last call; 0 once it is removed, even

@@ -43,6 +43,8 @@ final class DescriptorRegistry {
     private let isWaiterNumber: (CInt) -> Bool
     private var registrations: [CInt: Registration] = [:]
     private var needsRebuild = false
+    /// When a number whose reports poll does not confirm may make the registry start over again.
+    private var rebuildSpacing = RebuildSpacing()
     /// The numbers of the last collect, reused so that collecting allocates nothing: those reported (a number
     /// reported twice in one collect has a stale twin registration) and those poll did not confirm.
     private var reportedNumbers: [CInt] = []
@@ -97,6 +99,7 @@ final class DescriptorRegistry {
     /// Registers a source that joined the mode.
     func add(_ source: LoopDescriptorSource) {
         let descriptor = source.descriptor
+        self.rebuildSpacing.forget(descriptor)  // the number may name another file now
         guard var registration = self.registrations[descriptor] else {
             var registration = Registration(sources: [source], events: [], isInEpoll: false, isRefused: false)
             self.enter(descriptor, &registration)
@@ -124,6 +127,7 @@ final class DescriptorRegistry {
             return
         }
         self.save(nil, for: descriptor)
+        self.rebuildSpacing.forget(descriptor)
         guard registration.isInEpoll else { return }
         switch self.epoll.remove(descriptor) {
         case .done, .closed, .notRegistered:
@@ -266,10 +270,13 @@ final class DescriptorRegistry {
     /// What epoll reports whatever a registration watches.
     private static let alwaysReported: DescriptorEvents = [.error, .hangUp, .invalid]
 
-    /// Notes a report that the descriptor's current file does not bear out: the second in a row, or one for a number
-    /// no source has, makes the next sleep rebuild the epoll set, which drops registrations of old files.
+    /// Notes a report that the descriptor's current file does not bear out: one for a number no source has, or the
+    /// second in a row (when `rebuildSpacing` allows: a number whose reports an earlier rebuild did not cure is read by
+    /// another reader too), makes the next sleep rebuild the epoll set, which drops registrations of old files.
     private func noteUnconfirmed(_ descriptor: CInt) {
-        if self.previouslyUnconfirmed.contains(descriptor) || self.registrations[descriptor] == nil {
+        if self.registrations[descriptor] == nil {
+            self.needsRebuild = true
+        } else if self.previouslyUnconfirmed.contains(descriptor) && self.rebuildSpacing.mayRebuild(for: descriptor) {
             self.needsRebuild = true
         }
         self.unconfirmedNumbers.append(descriptor)
@@ -286,7 +293,8 @@ final class DescriptorRegistry {
     /// - a report that poll does not confirm twice in a row. Once may be a lost race (another thread or process read
     ///   the descriptor between epoll's report and the poll), which is not worth an O(n) rebuild; a stale
     ///   registration that stays ready is reported again at once. A confirmed report of nothing the number's
-    ///   sources watch counts as one that poll does not confirm.
+    ///   sources watch counts as one that poll does not confirm. A number that keeps losing such races after a
+    ///   rebuild (a listening socket several processes accept on) rebuilds ever less often (`RebuildSpacing`).
     ///
     /// - Parameters:
     ///   - timeoutMilliseconds: How long epoll may wait for a report (0: a look; negative: until one comes).
@@ -298,6 +306,7 @@ final class DescriptorRegistry {
         waiterDescriptor: (CInt) -> Void = { _ in }
     ) -> EpollSet.WaitResult {
         let start = ready.count
+        self.rebuildSpacing.noteWait()
         self.reportedNumbers.removeAll(keepingCapacity: true)
         self.unconfirmedNumbers.removeAll(keepingCapacity: true)
         let result = self.epoll.forEachReady(waitingUpTo: timeoutMilliseconds, own: waiterDescriptor,
