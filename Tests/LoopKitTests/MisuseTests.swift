@@ -123,6 +123,17 @@ struct MisuseTests {
             }
         }
 
+        /// Calls `body` with a new `LoopThread` on that thread itself, and waits until it returns (it should trap).
+        private static func onItsOwnThread(_ body: @escaping @Sendable (LoopThread) -> Void) throws {
+            let thread = try LoopThread()
+            let finished = AtomicCounter()
+            thread.perform {
+                body(thread)
+                finished.increment()
+            }
+            _ = waitUntil { finished.current > 0 }
+        }
+
         /// Commits the misuse; returns only if it did not trap.
         func commit() throws {
             let loop = try Loop(clock: ManualLoopClock())
@@ -201,22 +212,8 @@ struct MisuseTests {
                 _ = waitUntil { false }
             case .isolatedPerformWithNoModes: loop.assumeIsolated().perform(inModes: []) {}
             case .isolatedScheduleWithNoModes: _ = loop.assumeIsolated().schedule(after: .seconds(1), inModes: []) {}
-            case .loopThreadShuttingDownAndJoiningItself:
-                let thread = try LoopThread()
-                let finished = AtomicCounter()
-                thread.perform {
-                    thread.shutdownAndJoin()
-                    finished.increment()
-                }
-                _ = waitUntil { finished.current > 0 }
-            case .loopThreadJoiningItself:
-                let thread = try LoopThread()
-                let finished = AtomicCounter()
-                thread.perform {
-                    thread.join()
-                    finished.increment()
-                }
-                _ = waitUntil { finished.current > 0 }
+            case .loopThreadShuttingDownAndJoiningItself: try Self.onItsOwnThread { $0.shutdownAndJoin() }
+            case .loopThreadJoiningItself: try Self.onItsOwnThread { $0.join() }
             case .displayRateOutOfRange: _ = LoopDisplay(maximumRate: 0)
             case .displayLinkNegativeRate: _ = LoopDisplayLink(preferredRate: -1) { _, _ in }
             case .displayLinkEmptyRange: _ = LoopDisplayLink(minimum: 60, maximum: 30, preferred: 60) { _, _ in }
