@@ -415,12 +415,16 @@ static int cloopkit_signal_default_ends_process(int signo) {
 /// action that ends the process is taken (once the handlers return: the signal is blocked while they run). Only a
 /// signal whose default action ignores it or stops the process, or one that was ignored, is dropped. Async-signal-safe.
 static void cloopkit_signal_forward(int signo, siginfo_t *info, void *context) {
+    // A handler that calls LoopKit's and was saved as the one to pass on to (or LoopKit's own) would come back here:
+    // a delivery that re-enters on this thread is dropped, not recursed on until the stack overflows.
+    static _Thread_local int forwarding __attribute__((tls_model("initial-exec")));
+    if (forwarding) {
+        return;
+    }
+    forwarding = 1;
     struct sigaction previous = cloopkit_signal_previous[signo];
-    if (previous.sa_flags & SA_SIGINFO) {
-        if (previous.sa_sigaction != NULL) {
-            previous.sa_sigaction(signo, info, context);
-        }
-    } else if (previous.sa_handler == SIG_DFL) {
+    // SIG_DFL and SIG_IGN first: a disposition may carry SA_SIGINFO beside them, and neither is a function.
+    if (previous.sa_handler == SIG_DFL) {
         if (cloopkit_signal_default_ends_process(signo)) {
             struct sigaction fallback;
             memset(&fallback, 0, sizeof fallback);
@@ -429,9 +433,14 @@ static void cloopkit_signal_forward(int signo, siginfo_t *info, void *context) {
             (void)sigaction(signo, &fallback, NULL);
             (void)raise(signo);
         }
-    } else if (previous.sa_handler != SIG_IGN) {
+    } else if (previous.sa_handler == SIG_IGN) {
+        // ignored before LoopKit: ignored again
+    } else if (previous.sa_flags & SA_SIGINFO) {
+        previous.sa_sigaction(signo, info, context);
+    } else {
         previous.sa_handler(signo);
     }
+    forwarding = 0;
 }
 
 static void cloopkit_signal_handler(int signo, siginfo_t *info, void *context) {
@@ -507,12 +516,18 @@ int cloopkit_signal_install(int signo, int write_fd) {
         action.sa_sigaction = cloopkit_signal_handler;
         sigemptyset(&action.sa_mask);
         action.sa_flags = SA_RESTART | SA_SIGINFO;  // SA_SIGINFO: a forwarded delivery passes its details on
-        if (sigaction(signo, &action, &cloopkit_signal_previous[signo]) != 0) {
+        struct sigaction replaced;
+        if (sigaction(signo, &action, &replaced) != 0) {
             int saved = errno;
             atomic_store(&cloopkit_signal_fds[signo][slot], 0);
             pthread_mutex_unlock(&cloopkit_signal_lock);
             errno = saved;
             return -1;
+        }
+        // LoopKit's own handler, left in place or put back since the last uninstall, is not what the signal did
+        // before LoopKit: the disposition saved then stays the one to give back and to pass deliveries on to.
+        if (!((replaced.sa_flags & SA_SIGINFO) && replaced.sa_sigaction == cloopkit_signal_handler)) {
+            cloopkit_signal_previous[signo] = replaced;
         }
     }
     cloopkit_signal_users[signo] += 1;

@@ -275,6 +275,29 @@ struct ProcessSignalTests {
         #expect(replacedHandlerCalls.load(ordering: .relaxed) == 1, "passed on, not swallowed by LoopKit's handler")
     }
 
+    /// Code that saved LoopKit's handler and puts it back: the next source must not take LoopKit's own handler for the
+    /// disposition it replaced, or a delivery passed on would come back to it, and the one before LoopKit be lost.
+    @Test func loopKitsHandlerPutBackByTheProgramStillPassesDeliveriesOnToTheHandlerBeforeIt() throws {
+        var replaced = sigaction()
+        replaced.__sigaction_handler.sa_handler = replacedSIGUSR2Handler
+        var saved = sigaction()
+        sigaction(SIGUSR2, &replaced, &saved)
+        defer { Self.restoreSIGUSR2(saved) }
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        let first = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+        var loopKits = sigaction()
+        sigaction(SIGUSR2, nil, &loopKits)  // saved...
+        first.invalidate()
+        sigaction(SIGUSR2, &loopKits, nil)  // ...and put back
+        let second = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+        second.invalidate()  // LoopKit's is the current one: the handler from before LoopKit comes back
+        sigaction(SIGUSR2, &loopKits, nil)  // put back once more
+        replacedHandlerCalls.store(0, ordering: .relaxed)
+        raise(SIGUSR2)
+        #expect(replacedHandlerCalls.load(ordering: .relaxed) == 1, "passed on to the handler from before LoopKit")
+    }
+
     /// The add reaches the loop as a queued change, which the loop drops when its thread ends first: the source must
     /// not stay installed (swallowing the signal) with nothing to read its pipe.
     @Test func aSignalSourceWhoseAddItsEndingLoopDroppedEndsWithIt() throws {

@@ -12,28 +12,28 @@ struct RebuildSpacing {
     /// The most waits a number waits between two rebuilds it asks for.
     static let maximumSpacing = 1024
 
-    /// For each number that asked for a rebuild: the waits left before it may ask again, and the spacing it waits after
-    /// its next one.
-    private var numbers: [CInt: (waitsLeft: Int, spacing: Int)] = [:]
+    /// The registry's waits so far.
+    private var waits = 0
+    /// For each number that asked for a rebuild: the wait from which it may ask again, and the spacing it waits after
+    /// its next one. Written only when a number asks, so that counting a wait allocates nothing.
+    private var numbers: [CInt: (allowedFrom: Int, spacing: Int)] = [:]
 
     /// Whether `number`, whose reports poll did not confirm twice in a row, may make the registry start over now;
     /// counts the rebuild when it may.
     mutating func mayRebuild(for number: CInt) -> Bool {
         guard let entry = self.numbers[number] else {
-            self.numbers[number] = (waitsLeft: 1, spacing: 2)  // the first: at once
+            self.numbers[number] = (allowedFrom: self.waits &+ 1, spacing: 2)  // the first: at once
             return true
         }
-        guard entry.waitsLeft == 0 else { return false }
-        self.numbers[number] = (waitsLeft: entry.spacing, spacing: min(entry.spacing * 2, Self.maximumSpacing))
+        guard self.waits >= entry.allowedFrom else { return false }
+        self.numbers[number] = (allowedFrom: self.waits &+ entry.spacing,
+                                spacing: min(entry.spacing * 2, Self.maximumSpacing))
         return true
     }
 
-    /// Counts a wait of the registry.
+    /// Counts a wait of the registry. O(1).
     mutating func noteWait() {
-        guard !self.numbers.isEmpty else { return }
-        for (number, entry) in self.numbers where entry.waitsLeft > 0 {
-            self.numbers[number] = (waitsLeft: entry.waitsLeft - 1, spacing: entry.spacing)
-        }
+        self.waits &+= 1
     }
 
     /// Starts `number` afresh: its registration changed, so its next unconfirmed reports may come from a stale twin.
