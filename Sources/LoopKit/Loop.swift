@@ -588,6 +588,24 @@ public final class Loop: @unchecked Sendable {
         }
     }
 
+    /// Lets go of `value` on the loop's thread, where what it holds lives: off that thread, hands it to the loop, which
+    /// lets go of it at its next pass; on it, or once the loop has ended, leaves it to the caller, which lets go of it
+    /// when it returns. For a deinit whose stored value may hold loop-confined state. Any thread.
+    func letGoOnItsThread<Value>(_ value: Value) {
+        guard !self.isCurrent else { return }
+        let handedOver = HandedOver(value)
+        self.post { _ in withExtendedLifetime(handedOver) {} }
+    }
+
+    /// Carries a value to the loop's thread (`letGoOnItsThread(_:)`), where alone it is let go of.
+    private struct HandedOver<Value>: @unchecked Sendable {
+        let value: Value
+
+        init(_ value: Value) {
+            self.value = value
+        }
+    }
+
     /// Queues `body` for the loop's next pass, waking it. Any thread.
     ///
     /// - Returns: `false` if the loop has ended: `body` will never run.

@@ -99,18 +99,7 @@ public final class LoopBoundBox<Value>: @unchecked Sendable {
     }
 
     deinit {
-        guard !self.loop.isCurrent else { return }
-        let value = HandedOver(self.storage)
-        _ = self.loop.post { _ in withExtendedLifetime(value) {} }
-    }
-
-    /// Carries the value to the loop's thread, where alone it is let go of.
-    private struct HandedOver: @unchecked Sendable {
-        let value: Value
-
-        init(_ value: Value) {
-            self.value = value
-        }
+        self.loop.letGoOnItsThread(self.storage)
     }
 
     private static var readWhileChanged: String {

@@ -231,17 +231,17 @@ public final class LoopHostDriver {
 
     deinit {
         let identity = ObjectIdentifier(self)
-        guard self.loop.isCurrent else {
+        let detach = { @Sendable (loop: Loop) in
+            loop.endHostWait()
+            loop.detachHostDriver(identity)
+        }
+        if self.loop.isCurrent {
+            detach(self.loop)
+        } else {
             // Freed on another thread (the last copy of a `LoopBound` that held it dropped there): the loop's host
             // state is its thread's. An ended loop needs neither step.
-            _ = self.loop.post { loop in
-                loop.endHostWait()
-                loop.detachHostDriver(identity)
-            }
-            return
+            self.loop.post(detach)
         }
-        self.loop.endHostWait()
-        self.loop.detachHostDriver(identity)
     }
 }
 

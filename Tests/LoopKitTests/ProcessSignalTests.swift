@@ -256,7 +256,10 @@ struct ProcessSignalTests {
         #expect(address(now.__sigaction_handler.sa_handler) == address(programsOwnSIGUSR2Handler))
     }
 
-    @Test func aDeliveryAHandlerInstalledSincePassesOnAfterTheLastSourceGoesReachesTheHandlerLoopKitReplaced() throws {
+    /// With `replacedSIGUSR2Handler` installed before LoopKit's, runs `arrange` (which makes and removes sources on
+    /// `loop`, and leaves some handler in place), raises SIGUSR2 on this thread (delivered before raise returns) and
+    /// returns how many times that first handler ran.
+    static func callsOfTheHandlerBeforeLoopKit(after arrange: (_ loop: Loop) throws -> Void) throws -> Int {
         var replaced = sigaction()
         replaced.__sigaction_handler.sa_handler = replacedSIGUSR2Handler
         var saved = sigaction()
@@ -264,38 +267,38 @@ struct ProcessSignalTests {
         defer { Self.restoreSIGUSR2(saved) }
         let loop = try Loop()
         defer { loop.invalidate() }
-        let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }  // unblocks SIGUSR2 on this thread
-        var chaining = sigaction()
-        chaining.__sigaction_handler.sa_sigaction = chainingSIGUSR2Handler
-        chaining.sa_flags = SA_SIGINFO
-        sigaction(SIGUSR2, &chaining, &handlerBeforeTheChainingOne)  // a library's, which calls the one it replaced
-        source.invalidate()  // LoopKit's handler is not the current one: the library's stays
+        try arrange(loop)
         replacedHandlerCalls.store(0, ordering: .relaxed)
-        raise(SIGUSR2)  // delivered on this thread before raise returns
-        #expect(replacedHandlerCalls.load(ordering: .relaxed) == 1, "passed on, not swallowed by LoopKit's handler")
+        raise(SIGUSR2)
+        return replacedHandlerCalls.load(ordering: .relaxed)
+    }
+
+    @Test func aDeliveryAHandlerInstalledSincePassesOnAfterTheLastSourceGoesReachesTheHandlerLoopKitReplaced() throws {
+        let calls = try Self.callsOfTheHandlerBeforeLoopKit { loop in
+            let source = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }  // unblocks SIGUSR2 on this thread
+            var chaining = sigaction()
+            chaining.__sigaction_handler.sa_sigaction = chainingSIGUSR2Handler
+            chaining.sa_flags = SA_SIGINFO
+            sigaction(SIGUSR2, &chaining, &handlerBeforeTheChainingOne)  // a library's, which calls the one it replaced
+            source.invalidate()  // LoopKit's handler is not the current one: the library's stays
+        }
+        #expect(calls == 1, "passed on, not swallowed by LoopKit's handler")
     }
 
     /// Code that saved LoopKit's handler and puts it back: the next source must not take LoopKit's own handler for the
     /// disposition it replaced, or a delivery passed on would come back to it, and the one before LoopKit be lost.
     @Test func loopKitsHandlerPutBackByTheProgramStillPassesDeliveriesOnToTheHandlerBeforeIt() throws {
-        var replaced = sigaction()
-        replaced.__sigaction_handler.sa_handler = replacedSIGUSR2Handler
-        var saved = sigaction()
-        sigaction(SIGUSR2, &replaced, &saved)
-        defer { Self.restoreSIGUSR2(saved) }
-        let loop = try Loop()
-        defer { loop.invalidate() }
-        let first = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
-        var loopKits = sigaction()
-        sigaction(SIGUSR2, nil, &loopKits)  // saved...
-        first.invalidate()
-        sigaction(SIGUSR2, &loopKits, nil)  // ...and put back
-        let second = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
-        second.invalidate()  // LoopKit's is the current one: the handler from before LoopKit comes back
-        sigaction(SIGUSR2, &loopKits, nil)  // put back once more
-        replacedHandlerCalls.store(0, ordering: .relaxed)
-        raise(SIGUSR2)
-        #expect(replacedHandlerCalls.load(ordering: .relaxed) == 1, "passed on to the handler from before LoopKit")
+        let calls = try Self.callsOfTheHandlerBeforeLoopKit { loop in
+            let first = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+            var loopKits = sigaction()
+            sigaction(SIGUSR2, nil, &loopKits)  // saved...
+            first.invalidate()
+            sigaction(SIGUSR2, &loopKits, nil)  // ...and put back
+            let second = try LoopSignalSource(signal: SIGUSR2, loop: loop) { _ in }
+            second.invalidate()  // LoopKit's is the current one: the handler from before LoopKit comes back
+            sigaction(SIGUSR2, &loopKits, nil)  // put back once more
+        }
+        #expect(calls == 1, "passed on to the handler from before LoopKit")
     }
 
     /// The add reaches the loop as a queued change, which the loop drops when its thread ends first: the source must

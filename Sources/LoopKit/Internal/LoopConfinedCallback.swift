@@ -28,17 +28,6 @@ final class LoopConfinedCallback<Callback>: @unchecked Sendable {
     }
 
     deinit {
-        guard let loop = self.loop, !loop.isCurrent else { return }
-        let callback = UncheckedBox(self.callback)
-        loop.post { _ in withExtendedLifetime(callback) {} }
-    }
-
-    /// Carries the callback to the loop's thread, where alone it is let go of.
-    private struct UncheckedBox: @unchecked Sendable {
-        let value: Callback
-
-        init(_ value: Callback) {
-            self.value = value
-        }
+        self.loop?.letGoOnItsThread(self.callback)
     }
 }
