@@ -153,7 +153,7 @@ public final class HitchMonitor: Sendable {
         // An outermost run starts afresh: nothing before it can still be busy.
         let isOutermostEntry = entering && self.loop.runningModes.count == 1
         self.state.withLock { state in
-            guard !state.isCallingHangHandlers else { return }
+            guard state.isWatching, !state.isCallingHangHandlers else { return }  // invalidated: the report stays
             if state.busySince == nil || isOutermostEntry {
                 state.busySince = now
             }
@@ -195,7 +195,7 @@ public final class HitchMonitor: Sendable {
         let now = self.loop.now
         let mode = self.loop.currentMode ?? .default
         let (hang, handlers) = self.state.withLock { state -> (HangEvent?, [@Sendable (HangEvent) -> Void]) in
-            guard !state.isCallingHangHandlers else { return (nil, []) }
+            guard state.isWatching, !state.isCallingHangHandlers else { return (nil, []) }
             var hang: HangEvent?
             if let start = state.busySince {
                 let busy = now - start
@@ -206,9 +206,17 @@ public final class HitchMonitor: Sendable {
                     hang = HangEvent(start: start, duration: busy, mode: mode)
                 }
             }
-            for target in state.pendingTargets where now > target {
+            // The frames late in one stretch are late at once: the time is charged once, from the earliest late
+            // target to the end, not once per frame (frames queued behind a long stretch, or two links' frames for one
+            // target, would add up to more hitch time than time passed). Each late target is one hitch.
+            var earliestLate: LoopInstant?
+            for (index, target) in state.pendingTargets.enumerated() where now > target {
+                guard !state.pendingTargets[..<index].contains(target) else { continue }
                 state.report.hitches += 1
-                state.report.totalHitchTime += now - target
+                earliestLate = min(earliestLate ?? target, target)
+            }
+            if let earliestLate {
+                state.report.totalHitchTime += now - earliestLate
             }
             state.pendingTargets.removeAll(keepingCapacity: true)
             state.busySince = staysBusy ? now : nil
@@ -231,8 +239,8 @@ public final class HitchMonitor: Sendable {
 
     /// A display link attached to this monitor is about to run `frame`'s callback. Loop thread.
     ///
-    /// The frame is checked for a hitch only in a mode the monitor watches: elsewhere no busy stretch ends for it, and
-    /// its target would wait for one in a watched mode, charged seconds late.
+    /// The frame counts only in a mode the monitor watches, and not while its hang handlers run (a run nested in one
+    /// counts in nothing): its work is not what the monitor judges, so it is neither a hitch nor time in the ratio.
     ///
     /// - Returns: Whether the monitor still watches; the link lets go of one that does not.
     func frameWillRun(_ frame: DisplayFrame) -> Bool {
@@ -241,12 +249,11 @@ public final class HitchMonitor: Sendable {
         let isWatchedMode = self.loop.currentMode.map(self.watches) ?? false
         return self.state.withLock { state in
             guard state.isWatching else { return false }
+            guard isWatchedMode && !state.isCallingHangHandlers else { return true }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
             state.addToFrameSpan(frame)
-            if isWatchedMode && !state.isCallingHangHandlers {
-                state.pendingTargets.append(frame.targetTimestamp)
-            }
+            state.pendingTargets.append(frame.targetTimestamp)
             return true
         }
     }

@@ -1,16 +1,18 @@
 /// How smooth a loop's frames were: what `HitchMonitor` measured so far.
 ///
 /// A hitch is a frame whose work (the busy stretch of the loop in which its display link's callback ran) finished
-/// after the frame's `targetTimestamp`; its hitch time is how late. The hitch time ratio is milliseconds of hitch per
-/// second of frames, the figure Apple's tools rate: good below 5 ms/s, warning 5–10, critical above 10.
+/// after the frame's `targetTimestamp`. Hitch time is how long frames were late: in each busy stretch, from the
+/// earliest late target to the stretch's end, counted once however many frames were late in it. The hitch time ratio
+/// is milliseconds of hitch per second of frames, the figure Apple's tools rate: good below 5 ms/s, warning 5–10,
+/// critical above 10. Only frames in a mode the monitor watches count.
 public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
-    /// Display-link callbacks seen.
+    /// Display-link callbacks seen in a mode the monitor watches.
     public internal(set) var frames = 0
     /// Frames the link skipped (`DisplayFrame.skippedFrames`: a callback overran, or its mode was not running).
     public internal(set) var skippedFrames = 0
-    /// Frames whose work finished after their target.
+    /// Frames whose work finished after their target (a target two links share counts once).
     public internal(set) var hitches = 0
-    /// The sum of how late each hitched frame finished.
+    /// How long frames were late: per busy stretch, from its earliest late target to its end.
     public internal(set) var totalHitchTime: Duration = .zero
     /// The time the ratio is taken over: what the frames seen cover (each from its target back over the frames it
     /// skipped), counted once however many links there are, so not the time while a link was paused.

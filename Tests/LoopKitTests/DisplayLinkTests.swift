@@ -484,8 +484,72 @@ struct HitchMonitorTests {
         #expect(monitor.report.longestBusyPass == .milliseconds(300))
     }
 
-    /// Frames of a run nested in a hang handler are not charged as hitches after the sleep that follows: the
-    /// monitor's observer is not re-entered, so no busy stretch of that run ends for them.
+    /// Two links on one display, both late for the same target in one stretch: one hitch, and its time once.
+    @Test func twoLinksLateForOneTargetAreOneHitchCountedOnce() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        var count = 0
+        var slow: DisplayFrame?
+        let first = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { link, frame in
+            count += 1
+            if count == 10 {
+                clock.advance(by: .milliseconds(20))  // a heavy frame: 20 ms of work at 120 Hz
+                slow = frame
+            } else {
+                clock.advance(by: .milliseconds(1))
+            }
+            if count == 30 { link.invalidate() }
+        }
+        let second = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { link, _ in
+            if count >= 30 { link.invalidate() }
+        }
+        for link in [second, first] {  // `second` fires first in each pass, for the target `first` then misses
+            monitor.attach(to: link)
+            loop.add(link, forMode: .common)
+        }
+        loop.run(mode: .default, before: .distantFuture)
+        let heavy = try #require(slow)
+        #expect(monitor.report.hitches == 1)
+        #expect(monitor.report.totalHitchTime == (heavy.timestamp + .milliseconds(20)) - heavy.targetTimestamp)
+    }
+
+    /// A stretch that never sleeps (a source that signals itself to work in slices) holds every frame of it until
+    /// its end: each is a hitch, but the hitch time is the time frames were late, never more than the time passed.
+    @Test func framesQueuedBehindALongStretchAreNotLateTwiceOver() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop, hangThreshold: .seconds(10))
+        var slices = 0
+        let worker = LoopSource(on: loop.assumeIsolated()) { source in
+            slices += 1
+            clock.advance(by: .milliseconds(1))
+            if slices < 50 { source.signal() }  // 50 ms of work, one slice per pass
+        }
+        var frames = 0
+        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { link, _ in
+            frames += 1
+            if frames == 1 { worker.signal() }
+            if frames == 12 {  // the work ended long before: the mode empties, and the run returns
+                worker.invalidate()
+                link.invalidate()
+            }
+        }
+        monitor.attach(to: link)
+        loop.add(worker, forMode: .default)
+        loop.add(link, forMode: .common)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(slices == 50)
+        let report = monitor.report
+        #expect(report.hitches >= 4, "the frames that came during the 50 ms waited for its end")
+        #expect(report.totalHitchTime <= .milliseconds(50), "late at most as long as the stretch")
+        #expect(report.totalHitchTime >= .milliseconds(35))
+    }
+
+    /// Frames of a run nested in a hang handler count in nothing: not as hitches after the sleep that follows (the
+    /// monitor's observer is not re-entered, so no busy stretch of that run ends for them), nor in the frames.
     @Test func framesOfARunNestedInAHangHandlerAreNotChargedAsHitches() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
@@ -497,17 +561,22 @@ struct HitchMonitorTests {
             clock.advance(by: count == 5 ? .milliseconds(300) : .milliseconds(1))  // frame 5: a hang, one hitch
             if count == 40 { link.invalidate() }
         }
+        let nestedTicks = Recorder<Int>()
         let nestedFrames = Recorder<Int>()
+        let ticks = AtomicCounter()
+        loop.add(LoopObserver(activities: .beforeTimers) { _, _ in ticks.increment() }, forMode: .default)
         monitor.onHang { [weak monitor] _ in
-            let before = monitor?.report.frames ?? 0
+            let before = (ticks: ticks.current, frames: monitor?.report.frames ?? 0)
             loop.run(mode: .default, before: loop.now + .milliseconds(100))  // an alert, say; the link ticks in it
-            nestedFrames.append((monitor?.report.frames ?? 0) - before)
+            nestedTicks.append(ticks.current - before.ticks)
+            nestedFrames.append((monitor?.report.frames ?? 0) - before.frames)
         }
         monitor.attach(to: link)
         loop.add(link, forMode: .common)
         loop.run(mode: .default, before: .distantFuture)
         #expect(monitor.report.hangs == 1)
-        #expect(try #require(nestedFrames.elements.first) > 5)
+        #expect(try #require(nestedTicks.elements.first) > 5)
+        #expect(nestedFrames.elements == [0])
         #expect(monitor.report.hitches == 1)
     }
 
@@ -726,8 +795,8 @@ struct DisplayLinkRealClockTests {
         #expect(box.value?.report.hangs == 1)
     }
 
-    /// Frames of a link in `.common` while the loop runs a mode the monitor does not watch are counted, but not
-    /// charged as hitches when the loop is next busy in a watched mode.
+    /// Frames of a link in `.common` while the loop runs a mode the monitor does not watch count in nothing: not as
+    /// hitches when the loop is next busy in a watched mode, nor in the frames and the span (the ratio's time).
     @Test func framesInAnUnwatchedModeAreNotChargedLaterAsHitches() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
@@ -746,7 +815,9 @@ struct DisplayLinkRealClockTests {
             clock.advance(by: .milliseconds(50))  // then a long pass in `default`
         }, forMode: .default)
         loop.run(mode: .default, before: .distantFuture)
-        #expect(monitor.report.frames == 20)
+        #expect(count == 20)
+        #expect(monitor.report.frames == 0, "the drag's frames are not the monitor's")
+        #expect(monitor.report.frameSpan == .zero)
         #expect(monitor.report.hitches == 0, "the drag's frames were not checked in default's busy stretch")
     }
 }
