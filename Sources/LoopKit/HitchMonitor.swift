@@ -225,7 +225,7 @@ public final class HitchMonitor: Sendable {
         }
         guard let hang else { return }
         for handler in handlers {
-            handler(hang)
+            self.loop.callOut(.hangHandler) { handler(hang) }
         }
         // Nothing a handler did counts (a run of the loop nested in one, its frames included: see
         // `isCallingHangHandlers`); what follows is what followed before the handlers ran: a sleep or the run's exit

@@ -219,6 +219,8 @@ extension Loop {
         // A host loop iterated from a callback of this run (GLib's, from a timer) may have announced a wait through
         // its driver and not dispatched: this run's wait replaces it.
         self.endHostWait()
+        self.tellTracers(isSleeping: true)  // after the hang handlers: what they did is not sleep
+        defer { self.tellTracers(isSleeping: false) }
         if self.hasTakenWork(for: items.mode) {
             self.look(in: items, into: &ready)  // a nested run took work the outer pass did not reach
             return false

@@ -7,6 +7,7 @@ extension Loop {
         case descriptor(CInt)
         case block
         case observer(LoopActivity)
+        case hangHandler
 
         var name: String {
             switch self {
@@ -15,6 +16,7 @@ extension Loop {
             case .descriptor(let descriptor): "descriptor \(descriptor)"
             case .block: "block"
             case .observer(let activity): "observer \(activity)"
+            case .hangHandler: "hang handler"
             }
         }
     }
@@ -43,6 +45,16 @@ extension Loop {
             }
         }
         return body()
+    }
+
+    /// Tells the attached tracers that the loop begins its wait (`isSleeping` true) or has ended it. Loop thread.
+    ///
+    /// From the wait itself, not from the `beforeWaiting` observers: a hang handler called after those is work.
+    func tellTracers(isSleeping: Bool) {
+        guard self.mayHaveTracer else { return }
+        for tracer in self.tracers.compactMap(\.object) {
+            tracer.sleepChanged(isSleeping: isSleeping)
+        }
     }
 
     /// Adds `tracer` to the tracers told of each callout, after those attached before it. Loop thread.

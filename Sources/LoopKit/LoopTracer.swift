@@ -124,7 +124,11 @@ public final class LoopTracer: Sendable {
 
     /// Writes `json()` to the file at `path`, replacing it. Any thread.
     ///
-    /// - Throws: `SystemCallError` naming the call (`open`, `write`) that failed.
+    /// A regular file is replaced whole (written beside it, then renamed over it, keeping its permissions), so that a
+    /// viewer reloading it never reads half a trace, and a failed write leaves the previous trace. A symbolic link, a
+    /// device such as `/dev/stdout` or a pipe is written through, in place.
+    ///
+    /// - Throws: `SystemCallError` naming the call (`open`, `write`, `close`, `rename`) that failed.
     public func write(toFile path: String) throws(SystemCallError) {
         try writeWholeFile(path: path, contents: Array(self.json().utf8))
     }
@@ -179,22 +183,33 @@ public final class LoopTracer: Sendable {
                 }
                 state.begin("pass", "pass", at: now)
                 state.instant("beforeTimers", at: now)
-            case .beforeWaiting:
-                state.instant("beforeWaiting", at: now)
-                state.begin("sleep", "sleep", at: now)
-            case .afterWaiting:
-                if state.openSlices.last == "sleep" {
-                    state.end("sleep", at: now)
-                }
-                state.instant("afterWaiting", at: now)
             case .exit:
                 if state.openSlices.last == "pass" {
                     state.end("pass", at: now)
                 }
                 state.instant("exit", at: now)
-                state.end("run", at: now)
+                // Only a run slice this tracer began: one made inside a run saw no entry, and must not end the slice
+                // of the callout it was made in.
+                if state.openSlices.last?.hasPrefix("run ") == true {
+                    state.end("run", at: now)
+                }
             default:
                 state.instant("\(activity)", at: now)
+            }
+        }
+    }
+
+    /// The loop begins or ends its wait, in any mode: a sleep slice in a pass this tracer records (a run of another
+    /// mode, nested in a callout, shows as that callout).
+    func sleepChanged(isSleeping: Bool) {
+        let now = self.loop.now
+        self.record { state in
+            if isSleeping {
+                if state.openSlices.last == "pass" {
+                    state.begin("sleep", "sleep", at: now)
+                }
+            } else if state.openSlices.last == "sleep" {
+                state.end("sleep", at: now)
             }
         }
     }

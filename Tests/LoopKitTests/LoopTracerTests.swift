@@ -154,6 +154,72 @@ struct LoopTracerTests {
         #expect(loop.tracers.count == 1)
     }
 
+    /// The open slices when each slice began, by name: `[name, parent, grandparent, ...]`, in order of beginning.
+    private func slicesWithTheirParents(_ events: [[String: Any]]) -> [[String]] {
+        var stack: [String] = []
+        var slices: [[String]] = []
+        for event in events {
+            let name = event["name"] as? String ?? ""
+            switch event["ph"] as? String {
+            case "B":
+                slices.append([name] + stack.reversed())
+                stack.append(name)
+            case "E":
+                stack.removeLast()
+            default:
+                break
+            }
+        }
+        return slices
+    }
+
+    /// A hang handler is work of the pass whose stretch hung, traced as its own callout before the sleep: the sleep
+    /// slice begins when the loop waits, after every `beforeWaiting` observer and hang handler.
+    @Test func aHangHandlerIsACalloutOfThePassAndNotPartOfTheSleep() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let tracer = LoopTracer(loop: loop)
+        let monitor = HitchMonitor(loop: loop, hangThreshold: .milliseconds(100))
+        monitor.onHang { _ in clock.advance(by: .milliseconds(7)) }
+        var fires = 0
+        loop.add(LoopTimer(interval: .milliseconds(10), repeats: true, on: loop.assumeIsolated()) { timer in
+            fires += 1
+            clock.advance(by: fires == 1 ? .milliseconds(300) : .milliseconds(1))  // the first fire hangs
+            if fires == 2 { timer.invalidate() }
+        }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        #expect(monitor.report.hangs == 1)
+
+        let events = try self.events(tracer)
+        self.expectWellNested(events)
+        let slices = self.slicesWithTheirParents(events)
+        #expect(slices.filter { $0.first == "hang handler" } == [["hang handler", "pass", "run default"]])
+        #expect(slices.allSatisfy { $0.first == "sleep" ? $0 == ["sleep", "pass", "run default"] : true })
+        // The handler's 7 ms lie before the sleep that follows it, not inside it.
+        let begins = events.filter { $0["ph"] as? String == "B" }
+        let handler = try #require(begins.firstIndex { $0["name"] as? String == "hang handler" })
+        let handlerTime = try #require(begins[handler]["ts"] as? Double)
+        let nextSleep = try #require(begins[handler...].first { $0["name"] as? String == "sleep" })
+        #expect(try #require(nextSleep["ts"] as? Double) >= handlerTime + 7_000)
+    }
+
+    /// A tracer made inside a callout of a run saw no entry for it: that run's exit ends no slice of the tracer's.
+    @Test func aTracerMadeInsideARunEndsOnlyTheSlicesItBegan() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        var tracer: LoopTracer?
+        loop.add(LoopTimer(interval: .milliseconds(1), on: loop.assumeIsolated()) { _ in
+            tracer = LoopTracer(loop: loop)
+            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+        }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+        let events = try self.events(try #require(tracer))
+        self.expectWellNested(events)
+        #expect(self.slicesWithTheirParents(events).first(where: { $0.first == "timer" }) == ["timer", "pass"])
+    }
+
     @Test func theTraceIsWrittenToAFile() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
@@ -167,5 +233,91 @@ struct LoopTracerTests {
         let data = try #require(FileManager.default.contents(atPath: path))
         #expect(try JSONSerialization.jsonObject(with: data) is [String: Any])
         #expect(throws: SystemCallError.self) { try tracer.write(toFile: "/nonexistent-dir/trace.json") }
+    }
+
+    /// A directory of its own for one test's files, removed after `body`.
+    private func inTemporaryDirectory(_ body: (String) throws -> Void) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("loopkit-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try body(directory)
+    }
+
+    private func recordedTracer(_ loop: Loop, timers: Int) -> LoopTracer {
+        let tracer = LoopTracer(loop: loop)
+        for _ in 0..<timers {
+            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+        }
+        loop.run(mode: .default, before: .distantFuture)
+        return tracer
+    }
+
+    /// Writing again replaces the file whole, by a rename: a reader of the old file keeps the old trace entire (it is
+    /// never truncated under it), the new one keeps the old one's permissions, and nothing is left beside it.
+    @Test func rewritingATraceReplacesTheFileWholeAndKeepsItsPermissions() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let tracer = self.recordedTracer(loop, timers: 1)
+        try self.inTemporaryDirectory { directory in
+            let path = directory + "/trace.json"
+            try tracer.write(toFile: path)
+            #expect(chmod(path, 0o600) == 0)
+            let first = try #require(FileManager.default.contents(atPath: path))
+            let reader = try #require(FileHandle(forReadingAtPath: path))
+            defer { try? reader.close() }
+
+            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+            loop.run(mode: .default, before: .distantFuture)
+            try tracer.write(toFile: path)
+
+            #expect(try reader.readToEnd() == first, "the old file was replaced, not rewritten under its reader")
+            let second = try #require(FileManager.default.contents(atPath: path))
+            #expect(second.count > first.count)
+            #expect(try JSONSerialization.jsonObject(with: second) is [String: Any])
+            var status = stat()
+            #expect(stat(path, &status) == 0)
+            #expect(status.st_mode & 0o777 == 0o600)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["trace.json"])
+        }
+    }
+
+    /// A path that is a symbolic link is written through: the link stays a link, and its target holds the trace.
+    @Test func aTraceWrittenThroughASymbolicLinkLeavesTheLink() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let tracer = self.recordedTracer(loop, timers: 1)
+        try self.inTemporaryDirectory { directory in
+            let target = directory + "/target.json"
+            let link = directory + "/link.json"
+            try tracer.write(toFile: target)
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+            loop.run(mode: .default, before: .distantFuture)
+            try tracer.write(toFile: link)
+            #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == target)
+            #expect(FileManager.default.contents(atPath: target) == Data(tracer.json().utf8))
+        }
+    }
+
+    /// A write that fails at the rename leaves the previous trace as it was, and no file beside it.
+    @Test func aFailedRewriteLeavesThePreviousTrace() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let tracer = self.recordedTracer(loop, timers: 1)
+        try self.inTemporaryDirectory { directory in
+            let path = directory + "/trace.json"
+            try tracer.write(toFile: path)
+            let first = FileManager.default.contents(atPath: path)
+            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+            loop.run(mode: .default, before: .distantFuture)
+            defer { SystemCallFaults.clearForCurrentThread() }
+            SystemCallFaults.inject(EXDEV, into: "rename")
+            #expect(throws: SystemCallError(call: "rename", code: EXDEV)) { try tracer.write(toFile: path) }
+            #expect(FileManager.default.contents(atPath: path) == first)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["trace.json"])
+        }
     }
 }
