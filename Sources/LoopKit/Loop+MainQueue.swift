@@ -15,11 +15,23 @@ extension Loop {
         // does: libdispatch's callback would return at once inside its outer call (its own guard), so the nested run
         // would wake for the handle and call that a handled source while no work ran. The handle is not watched until
         // the drain returns; libdispatch pokes it again then for what is left.
-        let source = LoopDescriptorSource(descriptor: handle, events: .readable) { source, _ in
+        let source = LoopDescriptorSource(descriptor: handle, events: .readable) { [unowned self] source, _ in
             source.events = []
+            let wasDraining = self.isDrainingMainQueue
+            self.isDrainingMainQueue = true
             cloopkit_main_queue_drain(handle)
+            self.isDrainingMainQueue = wasDraining
             source.events = .readable
         }
+        self.mainQueueSource = source
         self.add(source, forMode: .common)
+    }
+
+    /// Whether the only source or timer of `items` is the main queue, inside main-queue work: the mode is empty then,
+    /// as CF's `__CFRunLoopModeIsEmpty` has it, and a run of it nested in that work returns `.finished` instead of
+    /// waiting for work that cannot run before the run returns. Loop thread.
+    func holdsOnlyTheMainQueueWhileItIsBusy(_ items: ModeItems) -> Bool {
+        self.isDrainingMainQueue && items.timers.count == 0 && items.sources.isEmpty
+            && items.descriptorSources.count == 1 && items.descriptorSources[0] === self.mainQueueSource
     }
 }

@@ -110,6 +110,10 @@ public final class Loop: @unchecked Sendable {
     @exclusivity(unchecked) var firedTimers: UInt64 = 0
     /// The main loop serves the main queue from its first run on (see `Loop+MainQueue`).
     var isServingMainQueue = false
+    /// The source that serves the main queue, once it does. Loop thread (the main thread).
+    var mainQueueSource: LoopDescriptorSource?
+    /// Whether main-queue work is running (a run nested in it cannot serve the main queue). Loop thread.
+    @exclusivity(unchecked) var isDrainingMainQueue = false
     /// A host's wait that `LoopHostDriver.prepare()` announced (the loop counts as asleep, so that other threads
     /// wake the host), not ended yet by `dispatch()` or a run (see `endHostWait()`).
     var isHostWaitAnnounced = false

@@ -29,10 +29,13 @@ enum MainQueueProbe {
     /// main-queue work queued and nothing else ready: CF leaves the main queue out of such a run (its work could not
     /// run there anyway), so it does not.
     nonisolated(unsafe) private static var returningRunHandledASource: Bool?
+    /// What a run nested in a main-queue block returned, of a common mode that holds nothing but the main queue: CF
+    /// counts that mode empty (the main queue's work waits for the block), so the run returns at once, finished.
+    nonisolated(unsafe) private static var onlyTheMainQueueRunResult: String?
 
     private static let expected: Set<String> = ["DispatchQueue.main.async", "Task { @MainActor in }",
                                                 "MainActor.run", "modal run ended", "nested run ended",
-                                                "returning run ended"]
+                                                "returning run ended", "only-the-main-queue run ended"]
 
     /// Runs the probe on the main thread. Returns the exit status.
     static func run(_ runner: Runner) -> Int32 {
@@ -61,6 +64,7 @@ enum MainQueueProbe {
         }
         DispatchQueue.main.async { Self.nestedRunInAMainQueueBlock(foundation: foundation) }
         DispatchQueue.main.async { Self.returningRunInAMainQueueBlock(foundation: foundation) }
+        DispatchQueue.main.async { Self.runOfOnlyTheMainQueueInAMainQueueBlock(foundation: foundation) }
         let deadline = Date().addingTimeInterval(20)
         while !Self.expected.isSubset(of: Self.seen), Date() < deadline {
             if foundation {
@@ -83,6 +87,8 @@ enum MainQueueProbe {
         print("a run nested in a main-queue block, returning after a source: "
             + (Self.returningRunHandledASource.map { $0 ? "returned for the main queue" : "the main queue is none" }
                 ?? "did not run"))
+        print("a run nested in a main-queue block, of a mode holding only the main queue: "
+            + (Self.onlyTheMainQueueRunResult ?? "did not run"))
         fflush(nil)  // every stream, before exit: a sanitizer's report at exit must not lose the output
         return Self.expected.isSubset(of: Self.seen) ? 0 : 1
     }
@@ -173,6 +179,37 @@ enum MainQueueProbe {
             timer.invalidate()
         }
         Self.seen.insert("returning run ended")
+    }
+
+    /// From a main-queue block, with more main-queue work queued, runs for 5 s a common mode that holds nothing but
+    /// the main queue: an empty mode, as CF counts it, so the run returns at once.
+    private static func runOfOnlyTheMainQueueInAMainQueueBlock(foundation: Bool) {
+        DispatchQueue.main.async {}
+        let start = ContinuousClock.now
+        let result: String
+        if foundation {
+            let mode = CFStringCreateWithCString(nil, "only-the-main-queue", CFStringBuiltInEncodings.UTF8.rawValue)
+            CFRunLoopAddCommonMode(CFRunLoopGetMain(), mode)
+            result = switch CFRunLoopRunInMode(mode, 5, false) {
+            case .finished: "finished"
+            case .timedOut: "timed out"
+            case .handledSource: "handled a source"
+            case .stopped: "stopped"
+            default: "returned something else"
+            }
+        } else {
+            let mode: LoopMode = "only-the-main-queue"
+            Loop.main.addCommonMode(mode)
+            result = switch Loop.main.run(mode: mode, before: Loop.main.now + .seconds(5)) {
+            case .finished: "finished"
+            case .timedOut: "timed out"
+            case .handledSource: "handled a source"
+            case .stopped: "stopped"
+            }
+        }
+        let waited = ContinuousClock.now - start >= .seconds(1)
+        Self.onlyTheMainQueueRunResult = waited ? "\(result), after waiting" : result
+        Self.seen.insert("only-the-main-queue run ended")
     }
 
     /// The calling thread's CPU time in nanoseconds (clock_gettime(2), CLOCK_THREAD_CPUTIME_ID).

@@ -29,11 +29,13 @@ struct MainQueueTests {
             Task { @MainActor in }: ran
             modal run ended: ran
             nested run ended: ran
+            only-the-main-queue run ended: ran
             returning run ended: ran
             main-queue work during a run of a mode that is not common: waited
             main-queue work during a run nested in a main-queue block: waited
             the nested run meanwhile: slept
             a run nested in a main-queue block, returning after a source: the main queue is none
+            a run nested in a main-queue block, of a mode holding only the main queue: finished
 
             """
         #expect(loopKit.status == 0)
