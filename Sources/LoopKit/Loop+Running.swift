@@ -219,8 +219,6 @@ extension Loop {
         // A host loop iterated from a callback of this run (GLib's, from a timer) may have announced a wait through
         // its driver and not dispatched: this run's wait replaces it.
         self.endHostWait()
-        self.tellTracers(isSleeping: true)  // after the hang handlers: what they did is not sleep
-        defer { self.tellTracers(isSleeping: false) }
         if self.hasTakenWork(for: items.mode) {
             self.look(in: items, into: &ready)  // a nested run took work the outer pass did not reach
             return false
@@ -233,7 +231,9 @@ extension Loop {
                 return false
             }
             self.waitGeneration &+= 1
+            self.tellTracers(isSleeping: true)  // after the hang handlers above: what they did is not sleep
             let outcome = self.waiter.wait(for: items, until: wake, sleepingOn: channel, into: &ready)
+            self.tellTracers(isSleeping: false)
             // The blocks that woke the loop are taken in the wait's closing lock round trip, not in a second one at
             // the drain: a block's wake-up runs its block sooner.
             let hadArrivals = self.takeQueuedBlocks(along: { $0.endWait() })

@@ -1,7 +1,8 @@
 /// Records what a loop does, in the Trace Event Format that Perfetto (ui.perfetto.dev) and chrome://tracing open.
 ///
-/// Each run call is a slice named after its mode; inside it, each pass is a slice, with the sleep and every callout
-/// (timer, source, descriptor source, block, observer) as slices within it, and the activities as instant events.
+/// Each run call is a slice named after its mode; inside it, each pass is a slice, with each wait ("sleep") and every
+/// callout (timer, source, descriptor source, block, observer, a hitch monitor's hang handler) as slices within it,
+/// and the activities as instant events.
 /// A run nested in a callout nests inside that callout's slice. Times are the loop clock's, in microseconds from the
 /// tracer's creation. Observers of LoopKit's own instruments (tracers, hitch monitors) are not recorded.
 ///
@@ -124,9 +125,11 @@ public final class LoopTracer: Sendable {
 
     /// Writes `json()` to the file at `path`, replacing it. Any thread.
     ///
-    /// A regular file is replaced whole (written beside it, then renamed over it, keeping its permissions), so that a
-    /// viewer reloading it never reads half a trace, and a failed write leaves the previous trace. A symbolic link, a
-    /// device such as `/dev/stdout` or a pipe is written through, in place.
+    /// A regular file of the caller's is replaced whole (written beside it, then renamed over it, keeping its group
+    /// and permission bits), so that a viewer reloading it never reads half a trace, and a failed write leaves the
+    /// previous trace. A symbolic link, a device such as `/dev/stdout`, a pipe, a file with other hard links, another
+    /// owner or no write permission, a bind-mounted file, or one where no file can be made beside it is written in
+    /// place.
     ///
     /// - Throws: `SystemCallError` naming the call (`open`, `write`, `close`, `rename`) that failed.
     public func write(toFile path: String) throws(SystemCallError) {
