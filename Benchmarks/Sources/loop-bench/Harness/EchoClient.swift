@@ -14,6 +14,15 @@ enum EchoClientFailure: Error, CustomStringConvertible {
     /// Data or a hang-up on a connection with nothing in flight.
     case unexpectedTraffic(connection: Int)
 
+    /// Whether the server is at fault (it stopped answering, or answered wrongly), rather than the machine (a
+    /// descriptor, port or epoll limit).
+    var isServers: Bool {
+        switch self {
+        case .cannotConnect, .cannotWatch: false
+        case .connectionLost, .noAnswer, .corrupted, .unexpectedTraffic: true
+        }
+    }
+
     var description: String {
         switch self {
         case .cannotConnect(let port): "cannot connect to 127.0.0.1:\(port)"

@@ -66,7 +66,7 @@ final class EchoContender {
                 case .success(let holder):
                     self.idleHolder = holder
                 case .failure(let failure):
-                    self.fail("`\(self.command)`: \(failure.reason)", byServer: false)
+                    self.fail("`\(self.command)`: \(failure.reason)", byServer: failure.byServer)
                     return
                 }
             }

@@ -6,7 +6,9 @@ import Foundation
 /// descriptor limit, and the servers would have to be measured one after the other instead of taking turns.
 ///
 /// The child opens `N` connections to 127.0.0.1:`P`, waits until the server has taken them all, prints
-/// `holding N`, and holds them until it is stopped (SIGTERM, which ends it and closes them).
+/// `holding N`, and holds them until it is stopped (SIGTERM, which ends it and closes them). If it cannot, it prints
+/// why, after `server failed: ` when the server is at fault (a server that cannot hold its idle connections misses its
+/// targets; a machine that cannot open them runs none).
 enum IdleConnectionHolder {
     /// How long the child may take to connect and print `holding N`: 10,000 connects under a loaded machine.
     static let startTimeoutMilliseconds = 60_000
@@ -23,7 +25,8 @@ enum IdleConnectionHolder {
         do {
             client = try EchoClient(port: port, connections: 0, idleConnections: count)
         } catch {
-            print("cannot hold \(count) connections to port \(port): \(error)")
+            let blame = error.isServers ? Self.serverFailedPrefix : ""
+            print(blame + "cannot hold \(count) connections to port \(port): \(error)")
             exit(1)
         }
         print("holding \(count)")
@@ -32,6 +35,9 @@ enum IdleConnectionHolder {
             withExtendedLifetime(client) { _ = pause() }  // until SIGTERM
         }
     }
+
+    /// What the child's failure line starts with when the server is at fault.
+    static let serverFailedPrefix = "server failed: "
 
     /// Starts the child for `count` connections to `port` and waits for its `holding` line.
     ///
@@ -44,6 +50,10 @@ enum IdleConnectionHolder {
         switch child.readLine(timeoutMilliseconds: Self.startTimeoutMilliseconds) {
         case .line(let line) where line == "holding \(count)":
             return .success(child)
+        case .line(let line) where line.hasPrefix(Self.serverFailedPrefix):
+            _ = child.stop()
+            let reason = line.dropFirst(Self.serverFailedPrefix.count)
+            return .failure(HolderFailure(reason: "the idle-connection holder: \(reason)", byServer: true))
         case .line(let line):
             _ = child.stop()
             return .failure(HolderFailure(reason: "the idle-connection holder printed `\(line)`"))
@@ -58,5 +68,7 @@ enum IdleConnectionHolder {
 
     struct HolderFailure: Error {
         let reason: String
+        /// Whether the server is at fault (see `serverFailedPrefix`).
+        var byServer = false
     }
 }

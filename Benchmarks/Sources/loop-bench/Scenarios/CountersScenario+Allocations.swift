@@ -22,8 +22,13 @@ extension CountersScenario {
         let far = LoopTimer(interval: .seconds(3600)) { _ in }
         loopThread.loop.add(far, forMode: .default)
         System.sleep(nanoseconds: 10_000_000)
-        _ = Self.idlePasses(count: passes / 10, identity: loopIdentity) { loopThread.loop.wakeUp() }  // warm-up
-        let loopIdle = Self.idlePasses(count: passes, identity: loopIdentity) { loopThread.loop.wakeUp() }
+        let waits = { loopThread.loop.counters.waits }
+        _ = Self.idlePasses(count: passes / 10, identity: loopIdentity, passesSeen: waits) {  // warm-up
+            loopThread.loop.wakeUp()
+        }
+        let loopIdle = Self.idlePasses(count: passes, identity: loopIdentity, passesSeen: waits) {
+            loopThread.loop.wakeUp()
+        }
         let loopFire = Self.timerFires(count: fires, identity: loopIdentity) { fired in
             let timer = LoopTimer(interval: .milliseconds(1), repeats: true) { _ in fired.hit() }
             loopThread.loop.add(timer, forMode: .default)
@@ -68,8 +73,9 @@ extension CountersScenario {
                 + "binds every caller in the process to them, and each call bumps a per-thread counter, then "
                 + "forwards to glibc's __libc_malloc family. Only the loop thread's counter is read.",
             "Idle pass: \(passes) wake-ups with nothing to do (wakeUp() / CFRunLoopWakeUp, 100–300 µs apart) of a "
-                + "loop whose only item is a timer an hour away; allocations ÷ wake-ups. Timer fire: a 1 ms repeating "
-                + "timer, \(fires) fires; allocations ÷ fires (the pass that fires it included).",
+                + "loop whose only item is a timer an hour away; allocations ÷ passes (LoopKit: the loop's count of "
+                + "its waits, which must be at least half the wake-ups; Foundation: ÷ wake-ups). Timer fire: a 1 ms "
+                + "repeating timer, \(fires) fires; allocations ÷ fires (the pass that fires it included).",
             "LoopKit only: a 120 Hz LoopDisplayLink, \(max(10, fires / 8)) frames; and a LoopDescriptorSource on a "
                 + "pipe, whose handler reads one byte (the one that woke it), \(fires) times 100–300 µs apart; allocations ÷ "
                 + "frames or callouts (their passes included). Foundation has neither on Linux.",
@@ -78,16 +84,23 @@ extension CountersScenario {
     }
 
     /// Wakes an idle loop `count` times, 100–300 µs apart so that it is asleep each time, and returns the
-    /// allocations its thread made per wake-up.
-    static func idlePasses(count: Int, identity: ThreadIdentity, wake: () -> Void) -> Double {
+    /// allocations its thread made per pass: per wake-up, or, given `passesSeen` (a count the loop keeps of its
+    /// waits, one per pass), per pass it made, which must be most of the wake-ups. Infinite when it made too few: a
+    /// wake-up that brings no pass measures nothing, and must not pass for one that allocates nothing.
+    static func idlePasses(count: Int, identity: ThreadIdentity, passesSeen: (() -> UInt64)? = nil,
+                           wake: () -> Void) -> Double {
         var random = SplitMix64(seed: 11)
         let before = identity.allocations
+        let passesBefore = passesSeen?()
         for _ in 0..<count {
             wake()
             System.sleep(nanoseconds: UInt64.random(in: WakeupHarness.gapNanoseconds, using: &random))
         }
         System.sleep(nanoseconds: 2_000_000)
-        return Double(identity.allocations - before) / Double(count)
+        let allocations = Double(identity.allocations - before)
+        guard let passesSeen, let passesBefore else { return allocations / Double(count) }
+        let passes = passesSeen() - passesBefore
+        return passes * 2 < UInt64(count) ? .infinity : allocations / Double(passes)
     }
 
     /// Writes a byte to a pipe `count` times, 100–300 µs apart, for a descriptor source of `loop` whose handler reads

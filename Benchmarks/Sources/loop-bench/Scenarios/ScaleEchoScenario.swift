@@ -35,7 +35,11 @@ struct ScaleEchoScenario: Scenario {
         defer { if pinned { _ = cbench_pin_process_tree_end() } }
         for idle in Self.idleCounts {
             guard idle + 256 <= limit else {
-                report.notes.append("\(Format.number(Double(idle))) idle: not run (the descriptor limit is \(limit)).")
+                // Rows that say so, for every server: the verdicts at this n read NOT RUN, with the reason.
+                let reason = "the descriptor limit is \(limit)"
+                measured.append((idle, [Self.loopKit, Self.dispatch].map {
+                    EchoContender(name: Self.implementation($0, idle: idle), command: $0, notRun: reason)
+                }))
                 continue
             }
             context.progress("      scale/echo: starting both servers with \(Format.number(Double(idle))) idle "

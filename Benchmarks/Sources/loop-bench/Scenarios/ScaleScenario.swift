@@ -75,23 +75,24 @@ struct ScaleScenario: Scenario {
                 + "earlier samples freed given back to the system first (malloc_trim), so that every size starts on "
                 + "fresh pages. \(Self.smallSizeSamples) samples at 1,000 timers; above, \(rounds) for LoopKit and 1 "
                 + "for Foundation (a tenth of each size with --quick); the per-phase ns per operation beside them are "
-                + "the median sample's. LoopKit's sizes are taken in \(rounds) rounds (\(Self.smallSizeSamples / rounds) "
-                + "samples of 1,000, then one of each larger size), so that the host's noise falls on every size "
-                + "alike; Foundation's after them.",
+                + "each phase's median over the samples. LoopKit's sizes are taken in \(rounds) rounds "
+                + "(\(Self.smallSizeSamples / rounds) samples of 1,000, then one of each larger size), so that the "
+                + "host's noise falls on every size alike; Foundation's after them.",
             at: 0)
         return report
     }
 
-    /// A size's row: every run's ns per operation, and the median run's phases.
+    /// A size's row: every run's ns per operation, and each phase's median over the runs.
     private static func result(_ implementation: String, size: Int, runs: [Phases]) -> ImplementationResult {
-        let sorted = runs.sorted { $0.total < $1.total }
-        let phases = sorted[sorted.count / 2]
         var result = ImplementationResult(
             implementation: implementation,
-            distribution: Distribution(sorted.map { $0.total / Double(2 * size) }))
-        result.figures = [Figure(name: "schedule ns", value: phases.schedule / Double(size)),
-                          Figure(name: "cancel ns", value: phases.cancel / Double(size / 2)),
-                          Figure(name: "fire ns", value: phases.fire / Double(size - size / 2))]
+            distribution: Distribution(runs.map { $0.total / Double(2 * size) }))
+        let median = { (phase: KeyPath<Phases, Double>, operations: Int) in
+            Distribution(runs.map { $0[keyPath: phase] / Double(operations) }).p50
+        }
+        result.figures = [Figure(name: "schedule ns", value: median(\.schedule, size)),
+                          Figure(name: "cancel ns", value: median(\.cancel, size / 2)),
+                          Figure(name: "fire ns", value: median(\.fire, size - size / 2))]
         return result
     }
 
