@@ -317,9 +317,12 @@ struct LoopTracerTests {
             try tracer.write(toFile: path)
             #expect(chown(path, uid_t.max, otherGroup) == 0)
             #expect(chmod(path, 0o640) == 0)
+            var before = stat()
+            #expect(stat(path, &before) == 0)
             try tracer.write(toFile: path)
             var status = stat()
             #expect(stat(path, &status) == 0)
+            #expect(status.st_ino != before.st_ino, "replaced by a rename, not written in place")
             #expect(status.st_gid == otherGroup)
             #expect(status.st_mode & 0o777 == 0o640)
         }
@@ -339,6 +342,7 @@ struct LoopTracerTests {
             loop.run(mode: .default, before: .distantFuture)
             defer { SystemCallFaults.clearForCurrentThread() }
             for code in [EBUSY, EXDEV] {
+                #expect(truncate(path, 0) == 0)  // so that each round must write the trace
                 SystemCallFaults.inject(code, into: "rename")
                 try tracer.write(toFile: path)
                 #expect(SystemCallFaults.remainingForCurrentThread == 0)

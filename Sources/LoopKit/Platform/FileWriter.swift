@@ -11,8 +11,8 @@ import Darwin
 /// it and a failed write leaves the old file as it was. The new file keeps the old one's group and permission bits
 /// (not its extended attributes or ACL). Anything else is written in place (open(2) with `O_TRUNC`), as is a file
 /// that cannot be renamed over (a single file bind-mounted into a container): a symbolic link (the link stays), a
-/// device such as `/dev/stdout`, a pipe, a file with other hard links, another owner or no write permission, and a
-/// file in a directory where none can be made beside it.
+/// device such as `/dev/stdout`, a pipe, a file with other hard links, another owner, no write permission or a group
+/// the caller is not in, and a file in a directory where none can be made beside it.
 ///
 /// A failing close(2) is reported too: on NFS, or under a quota enforced late, it is where a lost write shows.
 func writeWholeFile(path: String, contents: [UInt8]) throws(SystemCallError) {
@@ -20,16 +20,18 @@ func writeWholeFile(path: String, contents: [UInt8]) throws(SystemCallError) {
     // errno read inside the call's string bridging, before anything else can set it.
     let lstatError = path.withCString { lstat($0, &status) == 0 ? 0 : errno }
     let exists = lstatError == 0
+    // A read-only file stays one (its owner's write bit, which root needs not): writing in place reports EACCES.
+    let isWritable = geteuid() == 0 || status.st_mode & S_IWUSR != 0
     let isReplaceable = exists
-        ? (status.st_mode & S_IFMT) == S_IFREG && status.st_nlink == 1 && status.st_uid == geteuid()
-            && faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0  // a read-only file stays one: open reports EACCES
+        ? (status.st_mode & S_IFMT) == S_IFREG && status.st_nlink == 1 && status.st_uid == geteuid() && isWritable
         : lstatError == ENOENT
-    guard isReplaceable, let replacement = makeFile(beside: path, like: exists ? status : nil) else {
+    guard isReplaceable, let replacement = makeFile(beside: path, withGroupOf: exists ? status : nil) else {
         try writeInPlace(path: path, contents: contents)
         return
     }
     do {
-        try writeAndClose(contents, to: replacement.descriptor)
+        // The bits after the data: a write clears the set-user-ID bit (and set-group-ID) of a file it changes.
+        try writeAndClose(contents, to: replacement.descriptor, thenGivingItTheBitsOf: exists ? status : nil)
         _ = try nonBlockingCall("rename") { rename(replacement.path, path) }
     } catch let error where error.call == "rename" && (error.code == EBUSY || error.code == EXDEV) {
         unlink(replacement.path)  // a mount point: only its contents can change
@@ -40,18 +42,26 @@ func writeWholeFile(path: String, contents: [UInt8]) throws(SystemCallError) {
     }
 }
 
-/// Opens a new, empty file in `path`'s directory, named after it, with `existing`'s group and permission bits (those
-/// of a new file, 0644 less the umask, without one); `nil` if none can be made there so.
-private func makeFile(beside path: String, like existing: stat?) -> (path: String, descriptor: CInt)? {
+/// Opens a new, empty file in `path`'s directory, named after it: readable by its owner only, in `existing`'s group
+/// (without one, a new file's mode, 0644 less the umask); `nil` if none can be made there so (a group the caller is
+/// not in, say).
+private func makeFile(beside path: String, withGroupOf existing: stat?) -> (path: String, descriptor: CInt)? {
     for _ in 0..<4 {  // another name if one is taken
         let candidate = "\(path).\(getpid())-\(UInt32.random(in: 0 ... .max)).tmp"
-        // Private until it has the old file's group and bits: no one else may open it meanwhile.
-        let descriptor = open(candidate, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, existing == nil ? 0o644 : 0o600)
+        // Private until it has the old file's bits: no one else may open it meanwhile.
+        let mode: mode_t = existing == nil ? 0o644 : 0o600
+        let (descriptor, code) = candidate.withCString { name in
+            let descriptor = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+            return (descriptor, descriptor == -1 ? errno : 0)
+        }
         if descriptor == -1 {
-            if errno == EEXIST || errno == EINTR { continue }
+            if code == EEXIST || code == EINTR { continue }
             return nil  // EACCES, EROFS, ENAMETOOLONG...: the caller writes in place, and reports what that meets
         }
-        if let existing, !takeOn(existing, descriptor) {
+        var made = stat()
+        // uid_t.max is -1: the owner stays.
+        if let existing, fstat(descriptor, &made) != 0
+            || (made.st_gid != existing.st_gid && fchown(descriptor, uid_t.max, existing.st_gid) == -1) {
             closeDescriptor(descriptor)
             unlink(candidate)
             return nil
@@ -61,16 +71,6 @@ private func makeFile(beside path: String, like existing: stat?) -> (path: Strin
     return nil
 }
 
-/// Gives the file open as `descriptor` the group and permission bits of `existing`; whether it could.
-private func takeOn(_ existing: stat, _ descriptor: CInt) -> Bool {
-    var made = stat()
-    guard fstat(descriptor, &made) == 0 else { return false }
-    if made.st_gid != existing.st_gid && fchown(descriptor, uid_t.max, existing.st_gid) == -1 {  // -1: owner kept
-        return false
-    }
-    return fchmod(descriptor, existing.st_mode & 0o7777) == 0
-}
-
 /// Truncates and writes the file at `path` (following a symbolic link; creating a regular file if there is none).
 private func writeInPlace(path: String, contents: [UInt8]) throws(SystemCallError) {
     guard case .processed(let descriptor) = try nonBlockingCall("open", {
@@ -78,13 +78,18 @@ private func writeInPlace(path: String, contents: [UInt8]) throws(SystemCallErro
     }) else {
         throw SystemCallError(call: "open", code: EAGAIN)
     }
-    try writeAndClose(contents, to: descriptor)
+    try writeAndClose(contents, to: descriptor, thenGivingItTheBitsOf: nil)
 }
 
-/// Writes all of `contents` to `descriptor` and closes it, whether or not the write succeeded.
-private func writeAndClose(_ contents: [UInt8], to descriptor: CInt) throws(SystemCallError) {
+/// Writes all of `contents` to `descriptor`, gives the file `existing`'s permission bits if given, and closes it,
+/// whether or not that succeeded.
+private func writeAndClose(_ contents: [UInt8], to descriptor: CInt,
+                           thenGivingItTheBitsOf existing: stat?) throws(SystemCallError) {
     do {
         try writeAll(contents, to: descriptor)
+        if let existing {
+            _ = try nonBlockingCall("fchmod") { fchmod(descriptor, existing.st_mode & 0o7777) }
+        }
     } catch {
         closeDescriptor(descriptor)
         throw error

@@ -3,7 +3,8 @@ import Foundation
 
 /// Why an echo client stopped short.
 enum EchoClientFailure: Error, CustomStringConvertible {
-    case cannotConnect(port: Int)
+    /// connect(2) failed with `code`.
+    case cannotConnect(port: Int, code: CInt)
     case cannotWatch
     /// The server closed the connection, or it failed (reset).
     case connectionLost(connection: Int)
@@ -14,18 +15,19 @@ enum EchoClientFailure: Error, CustomStringConvertible {
     /// Data or a hang-up on a connection with nothing in flight.
     case unexpectedTraffic(connection: Int)
 
-    /// Whether the server is at fault (it stopped answering, or answered wrongly), rather than the machine (a
-    /// descriptor, port or epoll limit).
+    /// Whether the server is at fault (it refused or stopped answering, or answered wrongly), rather than the
+    /// machine (a descriptor, port, memory or epoll limit).
     var isServers: Bool {
         switch self {
-        case .cannotConnect, .cannotWatch: false
+        case .cannotConnect(_, let code): code == ECONNREFUSED || code == ETIMEDOUT || code == ECONNRESET
+        case .cannotWatch: false
         case .connectionLost, .noAnswer, .corrupted, .unexpectedTraffic: true
         }
     }
 
     var description: String {
         switch self {
-        case .cannotConnect(let port): "cannot connect to 127.0.0.1:\(port)"
+        case .cannotConnect(let port, let code): "cannot connect to 127.0.0.1:\(port) (errno \(code))"
         case .cannotWatch: "epoll_ctl failed"
         case .connectionLost(let connection): "the server closed or reset connection \(connection)"
         case .noAnswer: "no answer from the server for \(EchoClient.stallMilliseconds / 1_000) s"
@@ -86,15 +88,21 @@ final class EchoClient {
         self.isWatchingWritable = Array(repeating: false, count: count + 1)
         self.epoll = cbench_epoll_create()
         var descriptors: [CInt] = []
+        var failure: LoopbackSocket.ConnectFailure?
         for _ in 0...count {
-            guard let descriptor = LoopbackSocket.connect(port: port) else { break }
-            descriptors.append(descriptor)
+            switch LoopbackSocket.connect(port: port) {
+            case .success(let descriptor): descriptors.append(descriptor)
+            case .failure(let error): failure = error
+            }
+            if failure != nil { break }
         }
         self.descriptors = descriptors
-        guard descriptors.count == count + 1 else { throw .cannotConnect(port: port) }
+        if let failure { throw .cannotConnect(port: port, code: failure.code) }
         for _ in 0..<idleConnections {
-            guard let descriptor = LoopbackSocket.connect(port: port) else { throw .cannotConnect(port: port) }
-            self.idleDescriptors.append(descriptor)
+            switch LoopbackSocket.connect(port: port) {
+            case .success(let descriptor): self.idleDescriptors.append(descriptor)
+            case .failure(let error): throw .cannotConnect(port: port, code: error.code)
+            }
         }
         if let last = self.idleDescriptors.last {
             // A connect returns once the kernel queued it, before the server took it: one echo on the last idle

@@ -73,9 +73,8 @@ final class EchoContender {
             do {
                 self.client = try EchoClient(port: port, connections: connections)
             } catch {
-                // The client's own epoll_ctl failing is the machine's; a connection refused is the server's.
-                let isClients = if case EchoClientFailure.cannotWatch = error { true } else { false }
-                self.fail("`\(self.command)`: \(error)", byServer: !isClients)
+                // The client's own limits are the machine's; a connection refused or dropped is the server's.
+                self.fail("`\(self.command)`: \(error)", byServer: error.isServers)
             }
         case .line(let line):
             self.fail("`\(self.command)` printed `\(line)` instead of `\(prefix)PORT`")

@@ -60,9 +60,12 @@ enum IdleConnectionHolder {
         case .ended:
             return .failure(HolderFailure(reason: "the idle-connection holder stopped (it \(child.stop()))"))
         case .timedOut:
+            // Ten thousand loopback connects take about a second: a server that has not taken them in a minute has
+            // stopped accepting (the kernel drops SYNs once its accept queue is full, and connect(2) retries them).
             _ = child.stop()
-            return .failure(HolderFailure(reason: "the idle-connection holder did not connect within "
-                                              + "\(Self.startTimeoutMilliseconds / 1_000) s"))
+            return .failure(HolderFailure(reason: "the server did not take the idle-connection holder's "
+                                              + "\(count) connections within \(Self.startTimeoutMilliseconds / 1_000) s",
+                                          byServer: true))
         }
     }
 

@@ -121,8 +121,10 @@ enum JSONOutput {
                               p50: finite(distribution?.p50), p90: finite(distribution?.p90),
                               p99: finite(distribution?.p99), p999: finite(distribution?.p999),
                               max: finite(distribution?.max), mean: finite(distribution?.mean),
+                              // JSON has no infinity: a figure that is not finite (a miss) is left out.
                               figures: $0.figures.isEmpty ? nil : Dictionary(
-                                  $0.figures.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }),
+                                  $0.figures.compactMap { figure in finite(figure.value).map { (figure.name, $0) } },
+                                  uniquingKeysWith: { first, _ in first }),
                               notRun: $0.notRunReason, failed: $0.failed ? true : nil)
             }, notes: report.notes)
         }

@@ -1,4 +1,7 @@
 import CLoopBench
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What a non-blocking socket call did.
 enum SocketIO: Equatable {
@@ -50,10 +53,14 @@ enum LoopbackSocket {
         }
     }
 
-    /// A connection to 127.0.0.1:`port`, or `nil` (connect, blocking; then made non-blocking).
-    static func connect(port: Int) -> CInt? {
+    /// A connection to 127.0.0.1:`port` (connect, blocking; then made non-blocking), or the `errno` it failed with.
+    static func connect(port: Int) -> Result<CInt, ConnectFailure> {
         let descriptor = cbench_tcp_connect_loopback(CInt(port))
-        return descriptor >= 0 ? descriptor : nil
+        return descriptor >= 0 ? .success(descriptor) : .failure(ConnectFailure(code: errno))
+    }
+
+    struct ConnectFailure: Error {
+        let code: CInt
     }
 
     /// Reads what is there, up to the buffer's size (recv).
