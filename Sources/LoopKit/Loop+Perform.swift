@@ -7,10 +7,16 @@ extension Loop {
     /// blocks of the running one (as in CF). Unlike CF, this wakes a sleeping loop. Pending blocks keep their mode
     /// alive.
     ///
-    /// - Precondition: The loop's `LoopThread` has not ended (its blocks would never run).
+    /// - Precondition: The loop's `LoopThread` has not ended (its blocks would never run); where that may race, use
+    ///   `performUnlessEnded(inModes:_:)`.
     /// - Complexity: O(1) amortized; one wake-up write at most per sleep, however many blocks are queued.
     public func perform(_ block: @escaping @Sendable () -> Void) {
-        self.enqueue(.single(.default), block, call: "Loop.perform(_:)")
+        self.perform(call: "Loop.perform(_:)", block)
+    }
+
+    /// `perform(_:)`, whose trap names `call` (the API the user called).
+    func perform(call: StaticString, _ block: @escaping @Sendable () -> Void) {
+        self.enqueue(.single(.default), block, call: call)
     }
 
     /// Queues `block` to run in any of `modes` (`.common` stands for the common modes at the time it runs). Any thread.
@@ -18,6 +24,30 @@ extension Loop {
     /// - Precondition: `modes` is not empty; the loop's `LoopThread` has not ended.
     public func perform(inModes modes: [LoopMode], _ block: @escaping @Sendable () -> Void) {
         self.perform(inModes: modes, call: "Loop.perform(inModes:_:)", block)
+    }
+
+    /// Queues `block` as `perform(inModes:_:)` does, unless the loop has ended: then it returns `false` and lets go of
+    /// `block` without running it. Any thread.
+    ///
+    /// For code that may race the loop's end, such as a producer posting to a `LoopThread` that another thread shuts
+    /// down, or a block on one loop of a `LoopGroup` forwarding work to another while the group shuts down: a `perform`
+    /// there would trap. The answer is decided with the queueing, in one step: `true` means the block will run (in
+    /// the end's final drain, if the loop is ending).
+    ///
+    /// - Precondition: `modes` is not empty.
+    @discardableResult
+    public func performUnlessEnded(inModes modes: [LoopMode] = [.default],
+                                   _ block: @escaping @Sendable () -> Void) -> Bool {
+        if modes.isEmpty {
+            fatalError("Loop.performUnlessEnded(inModes:_:): the list of modes is empty, so the block could never run")
+        }
+        switch self.state.withLock({ $0.enqueue(BlockModes(modes), block) }) {
+        case .queued(let action):
+            self.wake(if: action)
+            return true
+        case .refused:
+            return false
+        }
     }
 
     /// `perform(inModes:_:)`, whose traps name `call` (the API the user called).
@@ -40,8 +70,9 @@ extension Loop {
     /// What a refused executor job's trap names as the call.
     private static let jobCall: StaticString = """
         Loop.executor: a job of an actor or task whose executor is this loop, coming back after the loop's end (from \
-        an await elsewhere, such as its own LoopGroup's shutdownGracefully(), or after hopping through the loop more \
-        times than the end's final drain has rounds)
+        an await elsewhere, such as its own LoopGroup's shutdownGracefully(); after hopping through the loop more \
+        times than the end's final drain has rounds; or resumed by what runs after the end: a source's onUnschedule, \
+        a released capture's deinit)
         """
 
     private func enqueue(_ modes: BlockModes, _ block: @escaping @Sendable () -> Void, isJob: Bool = false,

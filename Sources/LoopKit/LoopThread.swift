@@ -75,9 +75,9 @@ public final class LoopThread: Sendable {
 
     /// Queues `block` on the thread's loop in the default mode. Any thread.
     ///
-    /// - Precondition: The thread has not ended.
+    /// - Precondition: The thread has not ended; where that may race, use `loop.performUnlessEnded(inModes:_:)`.
     public func perform(_ block: @escaping @Sendable () -> Void) {
-        self.loop.perform(block)
+        self.loop.perform(call: "LoopThread.perform(_:)", block)
     }
 
     /// Ends the loop's run for good; the thread finishes its queued blocks and exits. Any thread; sticky.

@@ -98,6 +98,33 @@ struct LifecycleTests {
         withExtendedLifetime(ended) {}
     }
 
+    /// A producer racing a `LoopThread`'s shutdown: every block `performUnlessEnded` accepted runs (in the final drain
+    /// if need be), every one it refused is let go of unrun, and nothing traps.
+    @Test func performUnlessEndedRacesAShutdownWithoutTrappingOrLosingAnAcceptedBlock() throws {
+        let thread = try LoopThread(name: "racing-shutdown")
+        let accepted = AtomicCounter()
+        let ran = AtomicCounter()
+        let refusedBlocksFreed = AtomicCounter()
+        let producer = startThread {
+            var refusals = 0
+            while refusals < 3 {
+                let witness = DeinitCounter(refusedBlocksFreed)
+                if thread.loop.performUnlessEnded({ withExtendedLifetime(witness) { ran.increment() } }) {
+                    accepted.increment()
+                } else {
+                    refusals += 1
+                }
+            }
+        }
+        _ = waitUntil { accepted.current >= 100 }
+        thread.shutdownAndJoin()
+        producer.join()
+        #expect(accepted.current >= 100)
+        #expect(ran.current == accepted.current)
+        #expect(refusedBlocksFreed.current >= 3 + accepted.current, "each refused block let go of at once")
+        #expect(thread.loop.performUnlessEnded(inModes: [.tracking]) {} == false)
+    }
+
     @Test func aSourceWhoseLoopWentAwayIsScheduledAndRunsInTheNextLoop() throws {
         let ran = Recorder<Int>()
         let scheduled = Recorder<LoopMode>()
@@ -564,5 +591,18 @@ struct PassDetailTests {
         let high = UInt64(after.tv_sec) * 1_000_000_000 + UInt64(after.tv_nsec)
         #expect(now.nanoseconds >= low)
         #expect(now.nanoseconds <= high)
+    }
+}
+
+/// Counts its own deinit: a capture that tells when a closure holding it was let go of.
+private final class DeinitCounter: Sendable {
+    private let counter: AtomicCounter
+
+    init(_ counter: AtomicCounter) {
+        self.counter = counter
+    }
+
+    deinit {
+        self.counter.increment()
     }
 }

@@ -269,7 +269,8 @@ struct LoopThreadingTests {
         #expect(loop.counters.wakeUpWrites == 0)
     }
 
-    @Test func manyWakeUpsFromAnotherThreadCostOneWriteAndOneReadPerDrain() throws {
+    /// Wake-ups made while the loop is awake cost nothing: its pass takes the work without a write or a read.
+    @Test func manyWakeUpsToALoopThatIsAwakeCostNoWriteAndNoRead() throws {
         let loop = try Loop()
         defer { loop.invalidate() }
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
@@ -284,6 +285,29 @@ struct LoopThreadingTests {
         let spent = loop.counters.since(before)
         #expect(spent.wakeUpWrites == 0)  // the loop was never asleep: its pass took the work without a wake-up
         #expect(spent.wakeUpDrains == 0)
+    }
+
+    /// Many wake-ups made while the loop sleeps cost one write per sleep they end and one read per write, not one
+    /// per call.
+    @Test func manyWakeUpsToASleepingLoopCostOneWriteAndOneReadPerSleep() throws {
+        let loop = try Loop()
+        defer { loop.invalidate() }
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let before = loop.counters
+        let producer = startThread {
+            guard waitUntil({ loop.isWaiting }) else { return }
+            for _ in 0..<10_000 {
+                loop.perform {}
+                loop.wakeUp()
+            }
+            loop.perform { loop.stop() }
+        }
+        #expect(loop.run(mode: .default, before: loop.now + .seconds(30)) == .stopped)
+        producer.join()
+        let spent = loop.counters.since(before)
+        #expect(spent.wakeUpWrites >= 1)
+        #expect(spent.wakeUpWrites <= spent.blockingWaits, "at most one write per sleep")
+        #expect(spent.wakeUpDrains <= spent.wakeUpWrites, "at most one read per write")
     }
 
     @Test func anIdleLoopSleepsUntilItsDeadlineWithoutWakingInBetween() throws {

@@ -30,6 +30,8 @@ struct MisuseTests {
         case observerInTwoLoops
         case performWithNoModes
         case performOnAnEndedLoop
+        case performOnAnEndedLoopThread
+        case performUnlessEndedWithNoModes
         case runningCommon
         case runningOnAnotherThread
         case invalidatingFromInsideARun
@@ -84,6 +86,8 @@ struct MisuseTests {
             case .observerInTwoLoops: "Loop.add(_:forMode:): this LoopObserver already belongs to another loop"
             case .performWithNoModes: "Loop.perform(inModes:_:): the list of modes is empty"
             case .performOnAnEndedLoop: "the loop has ended"
+            case .performOnAnEndedLoopThread: "LoopThread.perform(_:): the loop has ended"
+            case .performUnlessEndedWithNoModes: "Loop.performUnlessEnded(inModes:_:): the list of modes is empty"
             case .runningCommon: "Loop.run(mode:before:): `common` is a pseudo-mode and cannot be run"
             case .runningOnAnotherThread: "Loop.run(mode:before:) must be called on the loop's own thread"
             case .invalidatingFromInsideARun: "Loop.invalidate(): called from inside one of the loop's runs"
@@ -163,6 +167,11 @@ struct MisuseTests {
             case .performOnAnEndedLoop:
                 loop.invalidate()
                 loop.perform {}
+            case .performOnAnEndedLoopThread:
+                let thread = try LoopThread()
+                thread.shutdownAndJoin()
+                thread.perform {}
+            case .performUnlessEndedWithNoModes: loop.performUnlessEnded(inModes: []) {}
             case .runningCommon: loop.run(mode: .common, before: loop.now)
             case .runningOnAnotherThread:
                 onAnotherThread { loop.run(mode: .default, before: loop.now) }
