@@ -55,15 +55,17 @@ public final class LoopScheduledTask: @unchecked Sendable {
     }
 
     /// Cancels the task: it does not run again, its closure is released now, and `completion` (if any) is called
-    /// once it has finished its last run. A one-shot task that already ran stays not cancelled (as a SwiftNIO
-    /// `Scheduled` that succeeded), and `completion` is called at once. Any thread; twice is fine (each completion is
+    /// once it has finished its last run. A one-shot task that already ran, or is running, stays not cancelled (as a
+    /// SwiftNIO `Scheduled` that succeeded), and `completion` is called at once, or when that run returns. Any thread; twice is fine (each completion is
     /// called once).
     public func cancel(_ completion: (@Sendable () -> Void)? = nil) {
         let (released, callNow) = self.state.withLock { state -> ((@Sendable (LoopScheduledTask) -> Void)?, Bool) in
             let released = state.body
             let ranToItsEnd = released == nil && !state.isCancelled && !state.isRunning
+            // A one-shot task in its run has run: as after it, a cancel changes nothing but waits for the run's end.
+            let isInItsOneRun = state.isRunning && !self.repeats && !state.isCancelled
             state.body = nil
-            state.isCancelled = state.isCancelled || !ranToItsEnd  // after its one run, a cancel changes nothing
+            state.isCancelled = state.isCancelled || !(ranToItsEnd || isInItsOneRun)
             guard state.isRunning else { return (released, true) }
             if let completion { state.completions.append(completion) }
             return (released, false)

@@ -143,6 +143,23 @@ struct ScheduledTaskTests {
         thread.shutdownAndJoin()
     }
 
+    /// A one-shot task cancelled from its own run has run, as a SwiftNIO `Scheduled` cancelled while it executes
+    /// succeeds: it stays not cancelled, and the completion comes when the run returns.
+    @Test func aOneShotTaskCancelledDuringItsOwnRunStaysNotCancelled() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let trace = Recorder<String>()
+        let handle = TaskHandle()
+        handle.task = loop.schedule(after: .milliseconds(1)) {
+            handle.task?.cancel { trace.append("completion") }
+            trace.append("run ends")
+        }
+        #expect(loop.run(mode: .default, before: clock.now + .seconds(1)) == .finished)
+        #expect(trace.elements == ["run ends", "completion"])
+        #expect(handle.task?.isCancelled == false)
+    }
+
     /// As SwiftNIO's `scheduleTask(in:)`: a delay below zero runs the task at the next pass.
     @Test func aNegativeDelayRunsTheTaskAtTheNextPass() throws {
         let clock = ManualLoopClock()
@@ -178,4 +195,9 @@ struct ScheduledTaskTests {
         once.cancel { completions.append(1) }
         #expect(completions.elements == [1])
     }
+}
+
+/// A task's handle, for its own closure to reach (set before the loop runs it).
+private final class TaskHandle: @unchecked Sendable {  // @unchecked: set once before the loop runs, then only read
+    var task: LoopScheduledTask?
 }
