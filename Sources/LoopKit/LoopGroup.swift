@@ -22,7 +22,7 @@ public final class LoopGroup: Sendable {
     public let loops: [Loop]
 
     private let threads: [LoopThread]
-    private let cursor = Atomic<Int>(0)
+    private let cursor = Atomic<UInt>(0)  // unsigned: it wraps to 0, never to a negative index
     private let lifecycle = LoopLock(Lifecycle.running)
 
     /// Starts `threadCount` loop threads named `name-0`, `name-1`, ...
@@ -52,7 +52,7 @@ public final class LoopGroup: Sendable {
     /// The next loop, round-robin. Any thread.
     public func next() -> Loop {
         let index = self.cursor.wrappingAdd(1, ordering: .relaxed).oldValue
-        return self.loops[index % self.loops.count]
+        return self.loops[Int(index % UInt(self.loops.count))]
     }
 
     /// The calling thread's loop when it is one of the group's, else `next()`. Any thread.
