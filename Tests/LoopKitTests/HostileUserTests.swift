@@ -13,27 +13,14 @@ import Testing
 // rules promise (README, DESIGN.md and the doc comments): a clear trap naming the call for a documented
 // precondition, a thrown error, or sane behaviour; never an undocumented crash, a hang, a spin, or a silent loss.
 
-/// Counts its own deinit: captured by a callback, it tells when the callback (and what it captured) was let go of.
-private final class HostileToken: Sendable {
-    private let freed: AtomicCounter
-
-    init(_ freed: AtomicCounter) {
-        self.freed = freed
-    }
-
-    deinit {
-        self.freed.increment()
-    }
-}
-
 /// Hands out tokens and counts them, so that a test can wait until every one made was freed.
 private final class HostileTokens: Sendable {
     let made = AtomicCounter()
     let freed = AtomicCounter()
 
-    func make() -> HostileToken {
+    func make() -> DeinitCounter {
         self.made.increment()
-        return HostileToken(self.freed)
+        return DeinitCounter(self.freed)
     }
 
     /// Whether every token made so far has been freed (waits up to 20 s: a hang guard, not a measurement).

@@ -593,16 +593,3 @@ struct PassDetailTests {
         #expect(now.nanoseconds <= high)
     }
 }
-
-/// Counts its own deinit: a capture that tells when a closure holding it was let go of.
-private final class DeinitCounter: Sendable {
-    private let counter: AtomicCounter
-
-    init(_ counter: AtomicCounter) {
-        self.counter = counter
-    }
-
-    deinit {
-        self.counter.increment()
-    }
-}

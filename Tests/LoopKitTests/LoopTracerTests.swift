@@ -253,6 +253,12 @@ struct LoopTracerTests {
         return tracer
     }
 
+    /// Runs `loop` through one more timer's fire, so that its tracers have more to write.
+    private func recordAnotherTimer(on loop: Loop) {
+        loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
+        loop.run(mode: .default, before: .distantFuture)
+    }
+
     /// Writing again replaces the file whole, by a rename: a reader of the old file keeps the old trace entire (it is
     /// never truncated under it), the new one keeps the old one's permissions, and nothing is left beside it.
     @Test func rewritingATraceReplacesTheFileWholeAndKeepsItsPermissions() throws {
@@ -268,8 +274,7 @@ struct LoopTracerTests {
             let reader = try #require(FileHandle(forReadingAtPath: path))
             defer { try? reader.close() }
 
-            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
-            loop.run(mode: .default, before: .distantFuture)
+            self.recordAnotherTimer(on: loop)
             try tracer.write(toFile: path)
 
             #expect(try reader.readToEnd() == first, "the old file was replaced, not rewritten under its reader")
@@ -294,8 +299,7 @@ struct LoopTracerTests {
             let link = directory + "/link.json"
             try tracer.write(toFile: target)
             try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
-            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
-            loop.run(mode: .default, before: .distantFuture)
+            self.recordAnotherTimer(on: loop)
             try tracer.write(toFile: link)
             #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == target)
             #expect(FileManager.default.contents(atPath: target) == Data(tracer.json().utf8))
@@ -338,8 +342,7 @@ struct LoopTracerTests {
         try self.inTemporaryDirectory { directory in
             let path = directory + "/trace.json"
             try tracer.write(toFile: path)
-            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
-            loop.run(mode: .default, before: .distantFuture)
+            self.recordAnotherTimer(on: loop)
             defer { SystemCallFaults.clearForCurrentThread() }
             for code in [EBUSY, EXDEV] {
                 #expect(truncate(path, 0) == 0)  // so that each round must write the trace
@@ -362,8 +365,7 @@ struct LoopTracerTests {
             let path = directory + "/trace.json"
             try tracer.write(toFile: path)
             let first = FileManager.default.contents(atPath: path)
-            loop.add(LoopTimer(interval: .milliseconds(1)) { _ in }, forMode: .default)
-            loop.run(mode: .default, before: .distantFuture)
+            self.recordAnotherTimer(on: loop)
             defer { SystemCallFaults.clearForCurrentThread() }
             SystemCallFaults.inject(EIO, into: "rename")
             #expect(throws: SystemCallError(call: "rename", code: EIO)) { try tracer.write(toFile: path) }

@@ -26,6 +26,19 @@ final class AtomicCounter: Sendable {
     var current: Int { self.value.load(ordering: .acquiring) }
 }
 
+/// Counts its own deinit: captured by a callback, it tells when the callback (and what it captured) was let go of.
+final class DeinitCounter: Sendable {
+    private let freed: AtomicCounter
+
+    init(_ freed: AtomicCounter) {
+        self.freed = freed
+    }
+
+    deinit {
+        self.freed.increment()
+    }
+}
+
 /// Random cross-thread operations on a few running loops, from many threads at once, and the checks that nothing
 /// was lost: blocks, signals, timer fires, stops and shutdowns.
 ///
