@@ -20,6 +20,8 @@ enum MainQueueProbe {
     nonisolated(unsafe) private static var seen: Set<String> = []
     nonisolated(unsafe) private static var isInModalRun = false
     nonisolated(unsafe) private static var ranDuringModalRun = false
+    nonisolated(unsafe) private static var isInAddedCommonRun = false
+    nonisolated(unsafe) private static var ranDuringAddedCommonRun = false
     nonisolated(unsafe) private static var isInNestedRun = false
     nonisolated(unsafe) private static var ranDuringNestedRun = false
     /// Whether the nested run slept through its 100 ms rather than polling a handle that stayed readable: on
@@ -35,7 +37,8 @@ enum MainQueueProbe {
 
     private static let expected: Set<String> = ["DispatchQueue.main.async", "Task { @MainActor in }",
                                                 "MainActor.run", "modal run ended", "nested run ended",
-                                                "returning run ended", "only-the-main-queue run ended"]
+                                                "returning run ended", "only-the-main-queue run ended",
+                                                "added common run ended"]
 
     /// Runs the probe on the main thread. Returns the exit status.
     static func run(_ runner: Runner) -> Int32 {
@@ -59,8 +62,10 @@ enum MainQueueProbe {
         }
         if foundation {
             RunLoop.main.perform { Self.modalRunOnFoundation() }
+            RunLoop.main.perform { Self.addedCommonModeRun(foundation: true) }
         } else {
             Loop.main.perform { Self.modalRunOnLoopKit() }
+            Loop.main.perform { Self.addedCommonModeRun(foundation: false) }
         }
         DispatchQueue.main.async { Self.nestedRunInAMainQueueBlock(foundation: foundation) }
         DispatchQueue.main.async { Self.returningRunInAMainQueueBlock(foundation: foundation) }
@@ -80,6 +85,8 @@ enum MainQueueProbe {
         }
         print("main-queue work during a run of a mode that is not common: "
             + (Self.ranDuringModalRun ? "ran" : "waited"))
+        print("main-queue work during a run of a mode added to the common modes: "
+            + (Self.ranDuringAddedCommonRun ? "ran" : "waited"))
         print("main-queue work during a run nested in a main-queue block: "
             + (Self.ranDuringNestedRun ? "ran" : "waited"))
         // Half of its 100 ms: asleep uses next to nothing; polling a handle that stays readable uses all of it.
@@ -114,6 +121,40 @@ enum MainQueueProbe {
         Self.isInModalRun = false
         timer.invalidate()
         Self.seen.insert("modal run ended")
+    }
+
+    /// Adds a mode to the common modes (a drag's, say) and runs it, with main-queue work pending, until that work has
+    /// run and stopped it (5 s at most): the main queue is a source of every common mode, those added later included.
+    private static func addedCommonModeRun(foundation: Bool) {
+        DispatchQueue.main.async {
+            Self.ranDuringAddedCommonRun = Self.isInAddedCommonRun
+            if foundation {
+                CFRunLoopStop(CFRunLoopGetMain())
+            } else {
+                Loop.main.stop()
+            }
+        }
+        Self.isInAddedCommonRun = true
+        if foundation {
+            let name = "added-common"
+            CFRunLoopAddCommonMode(CFRunLoopGetMain(),
+                                   CFStringCreateWithCString(nil, name, CFStringBuiltInEncodings.UTF8.rawValue))
+            let mode = RunLoop.Mode(name)
+            let timer = Timer(timeInterval: 5, repeats: false) { _ in }  // keeps the mode from being empty
+            RunLoop.main.add(timer, forMode: mode)
+            _ = RunLoop.main.run(mode: mode, before: Date().addingTimeInterval(5))
+            timer.invalidate()
+        } else {
+            let mode: LoopMode = "added-common"
+            let loop = Loop.main
+            loop.addCommonMode(mode)
+            let timer = LoopTimer(interval: .seconds(5)) { _ in }
+            loop.add(timer, forMode: mode)
+            loop.run(mode: mode, before: loop.now + .seconds(5))
+            timer.invalidate()
+        }
+        Self.isInAddedCommonRun = false
+        Self.seen.insert("added common run ended")
     }
 
     private static func modalRunOnFoundation() {

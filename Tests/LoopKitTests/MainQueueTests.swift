@@ -27,11 +27,13 @@ struct MainQueueTests {
             DispatchQueue.main.async: ran
             MainActor.run: ran
             Task { @MainActor in }: ran
+            added common run ended: ran
             modal run ended: ran
             nested run ended: ran
             only-the-main-queue run ended: ran
             returning run ended: ran
             main-queue work during a run of a mode that is not common: waited
+            main-queue work during a run of a mode added to the common modes: ran
             main-queue work during a run nested in a main-queue block: waited
             the nested run meanwhile: slept
             a run nested in a main-queue block, returning after a source: the main queue is none
