@@ -38,24 +38,20 @@ extension Loop {
     @discardableResult
     public func performUnlessEnded(inModes modes: [LoopMode] = [.default],
                                    _ block: @escaping @Sendable () -> Void) -> Bool {
-        if modes.isEmpty {
-            fatalError("Loop.performUnlessEnded(inModes:_:): the list of modes is empty, so the block could never run")
-        }
-        switch self.state.withLock({ $0.enqueue(BlockModes(modes), block) }) {
-        case .queued(let action):
-            self.wake(if: action)
-            return true
-        case .refused:
-            return false
-        }
+        self.enqueueUnlessEnded(Self.blockModes(modes, call: "Loop.performUnlessEnded(inModes:_:)"), block)
     }
 
     /// `perform(inModes:_:)`, whose traps name `call` (the API the user called).
     func perform(inModes modes: [LoopMode], call: StaticString, _ block: @escaping @Sendable () -> Void) {
+        self.enqueue(Self.blockModes(modes, call: call), block, call: call)
+    }
+
+    /// `modes` as a block is queued with them; traps, naming `call`, when there are none.
+    private static func blockModes(_ modes: [LoopMode], call: StaticString) -> BlockModes {
         if modes.isEmpty {
             fatalError("\(call): the list of modes is empty, so the block could never run")
         }
-        self.enqueue(BlockModes(modes), block, call: call)
+        return BlockModes(modes)
     }
 
     /// Queues an executor's job (`LoopJobTarget`). Any thread. A job for a loop that has ended traps, naming the usual
@@ -75,14 +71,24 @@ extension Loop {
         a released capture's deinit)
         """
 
+    /// Queues `block`, or traps, naming `call`, if the loop has ended.
     private func enqueue(_ modes: BlockModes, _ block: @escaping @Sendable () -> Void, isJob: Bool = false,
                          serialExecutor: ObjectIdentifier? = nil, call: StaticString) {
+        guard self.enqueueUnlessEnded(modes, block, isJob: isJob, serialExecutor: serialExecutor) else {
+            fatalError("\(call): the loop has ended (its LoopThread finished, its thread exited, or it was "
+                + "invalidated); the block would never run")
+        }
+    }
+
+    /// Queues `block` and wakes the loop if it sleeps; `false`, queueing nothing, if the loop has ended.
+    private func enqueueUnlessEnded(_ modes: BlockModes, _ block: @escaping @Sendable () -> Void, isJob: Bool = false,
+                                    serialExecutor: ObjectIdentifier? = nil) -> Bool {
         switch self.state.withLock({ $0.enqueue(modes, block, isJob: isJob, serialExecutor: serialExecutor) }) {
         case .queued(let action):
             self.wake(if: action)
+            return true
         case .refused:
-            fatalError("\(call): the loop has ended (its LoopThread finished, its thread exited, or it was "
-                + "invalidated); the block would never run")
+            return false
         }
     }
 

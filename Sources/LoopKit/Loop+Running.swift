@@ -175,7 +175,8 @@ extension Loop {
     /// Whether the mode of `items` (the loop's own for it) has no sources, timers or blocks that could run in it (the
     /// main queue, inside its own work, is none); what a pass asks, without looking the mode up.
     func isEmpty(_ items: ModeItems) -> Bool {
-        (!items.hasSourcesOrTimers || self.holdsOnlyTheMainQueueWhileItIsBusy(items)) && !self.hasBlocks(for: items.mode)
+        (!items.hasSourcesOrTimers || self.holdsOnlyTheMainQueueWhileItIsBusy(items))
+            && !self.hasBlocks(for: items.mode)
     }
 
     // MARK: Phases

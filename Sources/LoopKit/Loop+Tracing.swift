@@ -50,8 +50,15 @@ extension Loop {
     /// Tells the attached tracers that the loop begins its wait (`isSleeping` true) or has ended it. Loop thread.
     ///
     /// From the wait itself, not from the `beforeWaiting` observers: a hang handler called after those is work.
+    @inline(__always)
     func tellTracers(isSleeping: Bool) {
-        guard self.mayHaveTracer else { return }
+        if self.mayHaveTracer {  // as in `callOut`: without a tracer, a flag and a branch on every wait
+            self.tellAttachedTracers(isSleeping: isSleeping)
+        }
+    }
+
+    @inline(never)
+    private func tellAttachedTracers(isSleeping: Bool) {
         for tracer in self.tracers.compactMap(\.object) {
             tracer.sleepChanged(isSleeping: isSleeping)
         }

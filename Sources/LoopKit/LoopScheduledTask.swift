@@ -56,8 +56,8 @@ public final class LoopScheduledTask: @unchecked Sendable {
 
     /// Cancels the task: it does not run again, its closure is released now, and `completion` (if any) is called
     /// once it has finished its last run. A one-shot task that already ran, or is running, stays not cancelled (as a
-    /// SwiftNIO `Scheduled` that succeeded), and `completion` is called at once, or when that run returns. Any thread; twice is fine (each completion is
-    /// called once).
+    /// SwiftNIO `Scheduled` that succeeded), and `completion` is called at once, or when that run returns. Any thread;
+    /// twice is fine (each completion is called once).
     public func cancel(_ completion: (@Sendable () -> Void)? = nil) {
         let (released, callNow) = self.state.withLock { state -> ((@Sendable (LoopScheduledTask) -> Void)?, Bool) in
             let released = state.body

@@ -19,19 +19,20 @@ func writeWholeFile(path: String, contents: [UInt8]) throws(SystemCallError) {
     var status = stat()
     // errno read inside the call's string bridging, before anything else can set it.
     let lstatError = path.withCString { lstat($0, &status) == 0 ? 0 : errno }
-    let exists = lstatError == 0
+    let existing = lstatError == 0 ? status : nil
+    let user = geteuid()
     // A read-only file stays one (its owner's write bit, which root needs not): writing in place reports EACCES.
-    let isWritable = geteuid() == 0 || status.st_mode & S_IWUSR != 0
-    let isReplaceable = exists
-        ? (status.st_mode & S_IFMT) == S_IFREG && status.st_nlink == 1 && status.st_uid == geteuid() && isWritable
-        : lstatError == ENOENT
-    guard isReplaceable, let replacement = makeFile(beside: path, withGroupOf: exists ? status : nil) else {
+    let isReplaceable = existing.map {
+        ($0.st_mode & S_IFMT) == S_IFREG && $0.st_nlink == 1 && $0.st_uid == user
+            && (user == 0 || $0.st_mode & S_IWUSR != 0)
+    } ?? (lstatError == ENOENT)
+    guard isReplaceable, let replacement = makeFile(beside: path, withGroupOf: existing) else {
         try writeInPlace(path: path, contents: contents)
         return
     }
     do {
         // The bits after the data: a write clears the set-user-ID bit (and set-group-ID) of a file it changes.
-        try writeAndClose(contents, to: replacement.descriptor, thenGivingItTheBitsOf: exists ? status : nil)
+        try writeAndClose(contents, to: replacement.descriptor, thenGivingItTheBitsOf: existing)
         _ = try nonBlockingCall("rename") { rename(replacement.path, path) }
     } catch let error where error.call == "rename" && (error.code == EBUSY || error.code == EXDEV) {
         unlink(replacement.path)  // a mount point: only its contents can change

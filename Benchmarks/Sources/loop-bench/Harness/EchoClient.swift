@@ -89,20 +89,21 @@ final class EchoClient {
         self.epoll = cbench_epoll_create()
         var descriptors: [CInt] = []
         var failure: LoopbackSocket.ConnectFailure?
-        for _ in 0...count {
-            switch LoopbackSocket.connect(port: port) {
-            case .success(let descriptor): descriptors.append(descriptor)
-            case .failure(let error): failure = error
+        do throws(LoopbackSocket.ConnectFailure) {
+            for _ in 0...count {
+                descriptors.append(try LoopbackSocket.connect(port: port).get())
             }
-            if failure != nil { break }
+        } catch {
+            failure = error
         }
         self.descriptors = descriptors
-        if let failure { throw .cannotConnect(port: port, code: failure.code) }
-        for _ in 0..<idleConnections {
-            switch LoopbackSocket.connect(port: port) {
-            case .success(let descriptor): self.idleDescriptors.append(descriptor)
-            case .failure(let error): throw .cannotConnect(port: port, code: error.code)
+        do throws(LoopbackSocket.ConnectFailure) {
+            if let failure { throw failure }
+            for _ in 0..<idleConnections {
+                self.idleDescriptors.append(try LoopbackSocket.connect(port: port).get())
             }
+        } catch {
+            throw .cannotConnect(port: port, code: error.code)
         }
         if let last = self.idleDescriptors.last {
             // A connect returns once the kernel queued it, before the server took it: one echo on the last idle
