@@ -31,8 +31,9 @@ extension Loop {
     ///
     /// For code that may race the loop's end, such as a producer posting to a `LoopThread` that another thread shuts
     /// down, or a block on one loop of a `LoopGroup` forwarding work to another while the group shuts down: a `perform`
-    /// there would trap. The answer is decided with the queueing, in one step: `true` means the block will run (in
-    /// the end's final drain, if the loop is ending).
+    /// there would trap. The answer is decided with the queueing, in one step: `true` means the block was queued, and
+    /// runs unless the loop ends by `invalidate()` or its thread's exit, which drop queued blocks as CF does (a
+    /// `LoopThread`'s end runs them in its final drain).
     ///
     /// - Precondition: `modes` is not empty.
     @discardableResult

@@ -105,6 +105,15 @@ enum ReadmeSnippets {
         }
     }
 
+    /// The awaited-calls snippet's idle sweep.
+    static func closeIdleConnections() {}
+
+    static func awaitedCalls(loop: Loop, connections: [CInt]) async throws {
+        let count = try await loop.submit { connections.count }           // on the loop's thread, at its next drain
+        try await loop.submit(after: .seconds(30)) { closeIdleConnections() }
+        _ = count
+    }
+
     static func theIsolatedView(loop: Loop) {
         let isolated = loop.assumeIsolated()               // on the loop's thread only
         var frames = 0                                     // not Sendable: a captured var
@@ -143,7 +152,7 @@ struct ReadmeSnippetTests {
             .split(separator: "\n", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
         let snippets = try Self.readmeSnippets()
-        #expect(snippets.count == 9)
+        #expect(snippets.count == 10)
         for snippet in snippets {
             let found = source.indices.contains { start in
                 start + snippet.count <= source.count && Array(source[start..<(start + snippet.count)]) == snippet

@@ -1,0 +1,65 @@
+/// Awaited calls into a loop: a closure run on the loop's thread, now or later, whose result the calling task gets
+/// back (SwiftNIO's `submit` and `scheduleTask(...).futureResult.get()`).
+///
+/// The calling task is resumed once whatever happens: with the closure's result or error; with `CancellationError`
+/// when it is cancelled before the closure begins (the closure then never runs, and is let go of at once); with
+/// `LoopEndedError` when the loop lets go of the closure without running it (the loop had ended; or it ends first: a
+/// `LoopThread`'s end still runs the blocks queued before it, but not a timer that is not due, and `invalidate()` or a
+/// thread's exit drops queued blocks, as CF does). A closure that has begun runs to its end, and its result is
+/// returned even if the task was cancelled meanwhile. The modes default to the common ones, as for
+/// `schedule(after:inModes:_:)` and `executor`. Any thread; the closure runs on the loop's thread.
+///
+/// A task whose own executor is this loop (an actor on `executor`) cannot hear of the loop's end: it would resume on
+/// the ended loop, which traps, as for any await that outlives the loop. Await from elsewhere what may outlive it.
+extension Loop {
+    /// Runs `body` on the loop's thread at its next drain of blocks in one of `modes`, after the blocks queued before
+    /// it, and returns what it returns. Any thread.
+    ///
+    /// - Throws: What `body` throws; `CancellationError` if the task is cancelled before `body` began; `LoopEndedError`
+    ///   if the loop ended before `body` ran.
+    /// - Precondition: `modes` is not empty.
+    public func submit<Value: Sendable>(
+        inModes modes: [LoopMode] = [.common],
+        _ body: @escaping @Sendable () throws -> Value
+    ) async throws -> Value {
+        loopPrecondition(!modes.isEmpty, "Loop.submit(inModes:_:): the list of modes is empty")
+        return try await AwaitedRun(call: "Loop.submit(inModes:_:)").value(of: body) { closure in
+            self.performUnlessEnded(inModes: modes, closure)  // refused: let go of at once, so the task hears
+            return nil
+        }
+    }
+
+    /// Runs `body` once on the loop's thread after `delay` (at the next pass for a delay of zero or less), while the
+    /// loop runs one of `modes`, as `schedule(after:inModes:_:)` does, and returns what it returns. Any thread.
+    ///
+    /// - Throws: What `body` throws; `CancellationError` if the task is cancelled before `body` began; `LoopEndedError`
+    ///   if the loop ended before `body` ran.
+    /// - Precondition: `modes` is not empty.
+    public func submit<Value: Sendable>(
+        after delay: Duration,
+        inModes modes: [LoopMode] = [.common],
+        _ body: @escaping @Sendable () throws -> Value
+    ) async throws -> Value {
+        loopPrecondition(!modes.isEmpty, "Loop.submit(after:inModes:_:): the list of modes is empty")
+        return try await AwaitedRun(call: "Loop.submit(after:inModes:_:)").value(of: body) { closure in
+            self.schedule(at: self.now + max(delay, .zero), inModes: modes, closure)
+        }
+    }
+
+    /// Runs `body` once on the loop's thread at `instant` (at the next pass if it has passed), while the loop runs one
+    /// of `modes`, as `schedule(at:inModes:_:)` does, and returns what it returns. Any thread.
+    ///
+    /// - Throws: What `body` throws; `CancellationError` if the task is cancelled before `body` began; `LoopEndedError`
+    ///   if the loop ended before `body` ran.
+    /// - Precondition: `modes` is not empty.
+    public func submit<Value: Sendable>(
+        at instant: LoopInstant,
+        inModes modes: [LoopMode] = [.common],
+        _ body: @escaping @Sendable () throws -> Value
+    ) async throws -> Value {
+        loopPrecondition(!modes.isEmpty, "Loop.submit(at:inModes:_:): the list of modes is empty")
+        return try await AwaitedRun(call: "Loop.submit(at:inModes:_:)").value(of: body) { closure in
+            self.schedule(at: instant, inModes: modes, closure)
+        }
+    }
+}
