@@ -33,6 +33,25 @@ struct SubmitTests {
         }
     }
 
+    /// What `task` came back with, or `.other` if it has not within 20 s: a task that is never resumed (the bug these
+    /// tests look for) fails its test rather than hang the suite.
+    static func settle(_ task: Task<Outcome, Never>) async -> Outcome {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+            let pending = Mutex<CheckedContinuation<Outcome, Never>?>(continuation)
+            let resume = { @Sendable (outcome: Outcome) in
+                pending.withLock { stored in
+                    defer { stored = nil }
+                    return stored
+                }?.resume(returning: outcome)
+            }
+            Task { resume(await task.value) }
+            Task {
+                try? await Task.sleep(for: .seconds(20))
+                resume(.other("no outcome within 20 s"))
+            }
+        }
+    }
+
     /// Returns once `loop` (run by its `LoopThread`) has a timer in its default mode, asking from the loop's thread.
     static func waitForATimer(on loop: Loop) async throws {
         for _ in 0..<10_000 {
@@ -62,9 +81,11 @@ struct SubmitTests {
             #expect(loop.nextTimerDate(forMode: .default) == start + .milliseconds(30))
             #expect(loop.run(mode: .default, before: start + .seconds(1)) == .finished)
         }
-        let outcome = await Self.outcome {
-            try await owner.loop.submit(after: .milliseconds(30)) { elapsedMilliseconds(clock.now, since: start) }
-        }
+        let outcome = await Self.settle(Task {
+            await Self.outcome {
+                try await owner.loop.submit(after: .milliseconds(30)) { elapsedMilliseconds(clock.now, since: start) }
+            }
+        })
         owner.finish()
         #expect(outcome == .value(30))
     }
@@ -79,7 +100,9 @@ struct SubmitTests {
             ranInDefault.append(!loop.hasBlocks(for: .tracking))
             loop.run(mode: .tracking, before: clock.now + .milliseconds(10))
         }
-        let outcome = await Self.outcome { try await owner.loop.submit(inModes: [.tracking]) { 7 } }
+        let outcome = await Self.settle(Task {
+            await Self.outcome { try await owner.loop.submit(inModes: [.tracking]) { 7 } }
+        })
         owner.finish()
         #expect(outcome == .value(7))
         #expect(ranInDefault.elements == [false])
@@ -94,10 +117,14 @@ struct SubmitTests {
         let delayed: Outcome
         do {
             let capture = DeinitCounter(freed)
-            immediate = await Self.outcome { try await thread.loop.submit { _ = capture; ran.append("now"); return 1 } }
-            delayed = await Self.outcome {
-                try await thread.loop.submit(after: .zero) { _ = capture; ran.append("later"); return 2 }
-            }
+            immediate = await Self.settle(Task {
+                await Self.outcome { try await thread.loop.submit { _ = capture; ran.append("now"); return 1 } }
+            })
+            delayed = await Self.settle(Task {
+                await Self.outcome {
+                    try await thread.loop.submit(after: .zero) { _ = capture; ran.append("later"); return 2 }
+                }
+            })
         }
         #expect(immediate == .loopEnded("Loop.submit(inModes:_:)"))
         #expect(delayed == .loopEnded("Loop.submit(after:inModes:_:)"))
@@ -115,7 +142,7 @@ struct SubmitTests {
         }
         try await Self.waitForATimer(on: thread.loop)
         thread.shutdownAndJoin()
-        #expect(await waiting.value == .loopEnded("Loop.submit(after:inModes:_:)"))
+        #expect(await Self.settle(waiting) == .loopEnded("Loop.submit(after:inModes:_:)"))
         #expect(ran.elements.isEmpty)
     }
 
@@ -126,7 +153,9 @@ struct SubmitTests {
             #expect(waitUntil { loop.hasBlocks(for: .default) })
             loop.invalidate()
         }
-        let outcome = await Self.outcome { try await owner.loop.submit(inModes: [.default]) { 1 } }
+        let outcome = await Self.settle(Task {
+            await Self.outcome { try await owner.loop.submit(inModes: [.default]) { 1 } }
+        })
         owner.finish()
         #expect(outcome == .loopEnded("Loop.submit(inModes:_:)"))
     }
@@ -142,7 +171,7 @@ struct SubmitTests {
         }
         try await Self.waitForATimer(on: thread.loop)
         waiting.cancel()
-        #expect(await waiting.value == .cancelled)
+        #expect(await Self.settle(waiting) == .cancelled)
         #expect(!(try await thread.loop.submit { thread.loop.nextTimerDate(forMode: .default) != nil }))
         #expect(ran.elements.isEmpty)
 
@@ -156,7 +185,7 @@ struct SubmitTests {
         }
         #expect(try await waitUntilAsync { try await thread.loop.submit { thread.loop.hasBlocks(for: .tracking) } })
         parked.cancel()
-        #expect(await parked.value == .cancelled)
+        #expect(await Self.settle(parked) == .cancelled)
         #expect(freed.current == 1)  // the block is still queued; the closure it held for the task is gone
 
         // A task cancelled before it calls submit: the closure is never handed to the loop.
@@ -164,7 +193,7 @@ struct SubmitTests {
             withUnsafeCurrentTask { $0?.cancel() }
             return await Self.outcome { try await thread.loop.submit { ran.append("early"); return 3 } }
         }
-        #expect(await early.value == .cancelled)
+        #expect(await Self.settle(early) == .cancelled)
         _ = try await thread.loop.submit { 0 }  // a drain after it: the early closure would have run by now
         #expect(ran.elements.isEmpty)
     }
@@ -186,7 +215,7 @@ struct SubmitTests {
             }
         }
         box.task = waiting
-        #expect(await waiting.value == .value(9))
+        #expect(await Self.settle(waiting) == .value(9))
         #expect(waiting.isCancelled)
         owner.finish()
     }
