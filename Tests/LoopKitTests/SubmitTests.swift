@@ -115,6 +115,7 @@ struct SubmitTests {
         let ran = Recorder<String>()
         let immediate: Outcome
         let delayed: Outcome
+        let atAnInstant: Outcome
         do {
             let capture = DeinitCounter(freed)
             immediate = await Self.settle(Task {
@@ -125,9 +126,15 @@ struct SubmitTests {
                     try await thread.loop.submit(after: .zero) { _ = capture; ran.append("later"); return 2 }
                 }
             })
+            atAnInstant = await Self.settle(Task {
+                await Self.outcome {
+                    try await thread.loop.submit(at: thread.loop.now) { _ = capture; ran.append("at"); return 3 }
+                }
+            })
         }
         #expect(immediate == .loopEnded("Loop.submit(inModes:_:)"))
         #expect(delayed == .loopEnded("Loop.submit(after:inModes:_:)"))
+        #expect(atAnInstant == .loopEnded("Loop.submit(at:inModes:_:)"))
         #expect(ran.elements.isEmpty)
         #expect(freed.current == 1)
     }

@@ -68,18 +68,20 @@ final class AwaitedRun<Value: Sendable>: Sendable {
 
     /// Unless the closure has begun, it never runs, it is let go of, and the task throws `CancellationError`.
     private func taskWasCancelled() {
-        let (waiting, handle) = self.state.withLock {
-            state -> ((CheckedContinuation<Value, any Error>, Body)?, LoopScheduledTask?) in
+        var body: Body?
+        let (continuation, handle) = self.state.withLock {
+            state -> (CheckedContinuation<Value, any Error>?, LoopScheduledTask?) in
             state.isTaskCancelled = true
             // Begun, finished, or not suspended yet (the task then sees `isTaskCancelled`): nothing to do here.
             guard case .waiting(let waiting?) = state.phase else { return (nil, nil) }
             state.phase = .finished
-            return (waiting, state.handle)
+            body = waiting.1
+            return (waiting.0, state.handle)
         }
-        guard let (continuation, body) = waiting else { return }
-        // Let go of before the task hears: the user's closure, and the loop's timer for it (whose guard then finds
-        // `.finished`) rather than at its time.
-        withExtendedLifetime(body) {}
+        guard let continuation else { return }
+        // Let go of before the task hears, outside the lock (a capture's deinit is user code): the user's closure,
+        // and the loop's timer for it (whose guard then finds `.finished`) rather than at its time.
+        body = nil
         handle?.cancel()
         continuation.resume(throwing: CancellationError())
     }
@@ -87,32 +89,33 @@ final class AwaitedRun<Value: Sendable>: Sendable {
     /// Runs the closure on the loop's thread, unless the task was cancelled first, and resumes the task with its
     /// result.
     fileprivate func run() {
-        let body = self.state.withLock { state -> Body? in
+        var body = self.state.withLock { state -> Body? in
             guard case .waiting((let continuation, let body)?) = state.phase else { return nil }
             state.phase = .running(continuation)
             return body
         }
-        guard let body else { return }
-        let result = Result { try body() }
+        guard body != nil else { return }
+        let result = Result { try body!() }
         let continuation = self.state.withLock { state -> CheckedContinuation<Value, any Error>? in
             guard case .running(let continuation) = state.phase else { return nil }
             state.phase = .finished
             return continuation
         }
-        withExtendedLifetime(body) {}  // let go of before the task hears, as a scheduled task's closure is
+        body = nil  // let go of before the task hears, as a scheduled task's closure is
         continuation?.resume(with: result)
     }
 
     /// The loop let go of the closure: if it never began, the task throws `LoopEndedError`.
     fileprivate func closureWasReleased() {
-        let waiting = self.state.withLock { state -> (CheckedContinuation<Value, any Error>, Body)? in
+        var body: Body?
+        let continuation = self.state.withLock { state -> CheckedContinuation<Value, any Error>? in
             guard case .waiting(let waiting?) = state.phase else { return nil }
             state.phase = .finished
-            return waiting
+            body = waiting.1
+            return waiting.0
         }
-        guard let (continuation, body) = waiting else { return }
-        withExtendedLifetime(body) {}
-        continuation.resume(throwing: LoopEndedError(call: self.call))
+        body = nil  // let go of before the task hears, outside the lock
+        continuation?.resume(throwing: LoopEndedError(call: self.call))
     }
 
     /// Held by the closure handed to the loop, and by nothing else.
