@@ -42,10 +42,8 @@ extension Loop {
         inModes modes: [LoopMode] = [.common],
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
-        loopPrecondition(!modes.isEmpty, "Loop.submit(after:inModes:_:): the list of modes is empty")
-        return try await AwaitedRun(call: "Loop.submit(after:inModes:_:)").value(of: body) { closure in
-            self.schedule(at: self.now + max(delay, .zero), inModes: modes, closure)
-        }
+        try await self.submit(at: self.now + max(delay, .zero), inModes: modes, call: "Loop.submit(after:inModes:_:)",
+                              body)
     }
 
     /// Runs `body` once on the loop's thread at `instant` (at the next pass if it has passed), while the loop runs one
@@ -60,8 +58,18 @@ extension Loop {
         inModes modes: [LoopMode] = [.common],
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
-        loopPrecondition(!modes.isEmpty, "Loop.submit(at:inModes:_:): the list of modes is empty")
-        return try await AwaitedRun(call: "Loop.submit(at:inModes:_:)").value(of: body) { closure in
+        try await self.submit(at: instant, inModes: modes, call: "Loop.submit(at:inModes:_:)", body)
+    }
+
+    /// `submit(at:inModes:_:)`, whose trap and `LoopEndedError` name `call` (the API the user called).
+    private func submit<Value: Sendable>(
+        at instant: LoopInstant,
+        inModes modes: [LoopMode],
+        call: StaticString,
+        _ body: @escaping @Sendable () throws -> Value
+    ) async throws -> Value {
+        loopPrecondition(!modes.isEmpty, "\(call): the list of modes is empty")
+        return try await AwaitedRun(call: call).value(of: body) { closure in
             self.schedule(at: instant, inModes: modes, closure)
         }
     }
