@@ -46,11 +46,13 @@ extension Loop {
             inModes modes: [LoopMode] = [.common],
             _ task: @escaping () -> Void
         ) -> LoopScheduledTask {
-            self.loop.preconditionIsCurrent("Loop.Isolated.schedule(after:inModes:_:)")
-            loopPrecondition(!modes.isEmpty, "Loop.Isolated.schedule(after:inModes:_:): the list of modes is empty")
+            let call: StaticString = "Loop.Isolated.schedule(after:inModes:_:)"
+            self.loop.preconditionIsCurrent(call)
             let bound = LoopConfinedCallback(task, loop: self.loop,
                                              accessor: "Loop.Isolated.schedule(after:inModes:_:) task")
-            return self.loop.schedule(after: delay, inModes: modes) { bound.value() }
+            return self.loop.schedule(at: self.loop.now + max(delay, .zero), inModes: modes, call: call) {
+                bound.value()
+            }
         }
     }
 

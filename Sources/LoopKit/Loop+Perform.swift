@@ -39,7 +39,13 @@ extension Loop {
     @discardableResult
     public func performUnlessEnded(inModes modes: [LoopMode] = [.default],
                                    _ block: @escaping @Sendable () -> Void) -> Bool {
-        self.enqueueUnlessEnded(Self.blockModes(modes, call: "Loop.performUnlessEnded(inModes:_:)"), block)
+        self.performUnlessEnded(inModes: modes, call: "Loop.performUnlessEnded(inModes:_:)", block)
+    }
+
+    /// `performUnlessEnded(inModes:_:)`, whose trap names `call` (the API the user called).
+    func performUnlessEnded(inModes modes: [LoopMode], call: StaticString,
+                            _ block: @escaping @Sendable () -> Void) -> Bool {
+        self.enqueueUnlessEnded(Self.blockModes(modes, call: call), block)
     }
 
     /// `perform(inModes:_:)`, whose traps name `call` (the API the user called).

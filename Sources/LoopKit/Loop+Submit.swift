@@ -23,9 +23,10 @@ extension Loop {
         inModes modes: [LoopMode] = [.common],
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
-        loopPrecondition(!modes.isEmpty, "Loop.submit(inModes:_:): the list of modes is empty")
-        return try await AwaitedRun(call: "Loop.submit(inModes:_:)").value(of: body) { closure in
-            self.performUnlessEnded(inModes: modes, closure)  // refused: let go of at once, so the task hears
+        let call: StaticString = "Loop.submit(inModes:_:)"
+        return try await AwaitedRun(call: call).value(of: body) { closure in
+            // Refused: let go of at once, so the task hears.
+            _ = self.performUnlessEnded(inModes: modes, call: call, closure)
             return nil
         }
     }
@@ -68,9 +69,8 @@ extension Loop {
         call: StaticString,
         _ body: @escaping @Sendable () throws -> Value
     ) async throws -> Value {
-        loopPrecondition(!modes.isEmpty, "\(call): the list of modes is empty")
-        return try await AwaitedRun(call: call).value(of: body) { closure in
-            self.schedule(at: instant, inModes: modes, closure)
+        try await AwaitedRun(call: call).value(of: body) { closure in
+            self.schedule(at: instant, inModes: modes, call: call, closure)
         }
     }
 }

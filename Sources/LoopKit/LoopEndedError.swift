@@ -11,10 +11,6 @@ public struct LoopEndedError: Error, Sendable, Hashable, CustomStringConvertible
         self.call = call
     }
 
-    init(call: StaticString) {
-        self.call = "\(call)"
-    }
-
     public var description: String {
         "\(self.call): the loop ended before the closure ran"
     }

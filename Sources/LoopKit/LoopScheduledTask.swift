@@ -140,8 +140,7 @@ extension Loop {
         inModes modes: [LoopMode] = [.common],
         _ task: @escaping @Sendable () -> Void
     ) -> LoopScheduledTask {
-        loopPrecondition(!modes.isEmpty, "Loop.schedule(after:inModes:_:): the list of modes is empty")
-        return self.schedule(at: self.now + max(delay, .zero), inModes: modes, task)
+        self.schedule(at: self.now + max(delay, .zero), inModes: modes, call: "Loop.schedule(after:inModes:_:)", task)
     }
 
     /// Runs `task` once on the loop's thread at `instant` (at the next pass if it has passed). Any thread.
@@ -154,7 +153,13 @@ extension Loop {
         inModes modes: [LoopMode] = [.common],
         _ task: @escaping @Sendable () -> Void
     ) -> LoopScheduledTask {
-        loopPrecondition(!modes.isEmpty, "Loop.schedule(at:inModes:_:): the list of modes is empty")
+        self.schedule(at: instant, inModes: modes, call: "Loop.schedule(at:inModes:_:)", task)
+    }
+
+    /// `schedule(at:inModes:_:)`, whose trap names `call` (the API the user called).
+    func schedule(at instant: LoopInstant, inModes modes: [LoopMode], call: StaticString,
+                  _ task: @escaping @Sendable () -> Void) -> LoopScheduledTask {
+        loopPrecondition(!modes.isEmpty, "\(call): the list of modes is empty")
         let (scheduled, timer) = LoopScheduledTask.make(fireAt: instant, interval: .zero, repeats: false) { _ in task() }
         self.add(timer, forModes: modes, of: scheduled)
         return scheduled

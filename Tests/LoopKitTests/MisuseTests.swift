@@ -41,6 +41,9 @@ struct MisuseTests {
         case actorOnAnEndedLoop
         case scheduleWithNoModes
         case scheduleAfterWithNoModes
+        case submitWithNoModes
+        case submitAfterWithNoModes
+        case submitAtWithNoModes
         case repeatingScheduleWithZeroInterval
         case repeatingScheduleWithNoModes
         case fixedDelayScheduleWithNegativeDelay
@@ -97,6 +100,9 @@ struct MisuseTests {
             case .actorOnAnEndedLoop: "Loop.executor: a job of an actor or task whose executor is this loop"
             case .scheduleWithNoModes: "Loop.schedule(at:inModes:_:): the list of modes is empty"
             case .scheduleAfterWithNoModes: "Loop.schedule(after:inModes:_:): the list of modes is empty"
+            case .submitWithNoModes: "Loop.submit(inModes:_:): the list of modes is empty"
+            case .submitAfterWithNoModes: "Loop.submit(after:inModes:_:): the list of modes is empty"
+            case .submitAtWithNoModes: "Loop.submit(at:inModes:_:): the list of modes is empty"
             case .repeatingScheduleWithZeroInterval: "Loop.scheduleRepeating(initialDelay:every:inModes:_:)"
             case .repeatingScheduleWithNoModes: "Loop.scheduleRepeating(initialDelay:every:inModes:_:): no modes"
             case .fixedDelayScheduleWithNegativeDelay:
@@ -183,6 +189,15 @@ struct MisuseTests {
             case .signalSourceWithNoModes: _ = try? LoopSignalSource(signal: SIGUSR2, loop: loop, modes: []) { _ in }
             case .scheduleWithNoModes: _ = loop.schedule(at: loop.now, inModes: []) {}
             case .scheduleAfterWithNoModes: _ = loop.schedule(after: .seconds(1), inModes: []) {}
+            case .submitWithNoModes, .submitAfterWithNoModes, .submitAtWithNoModes:
+                Task { [self] in
+                    switch self {
+                    case .submitWithNoModes: _ = try? await loop.submit(inModes: []) { 0 }
+                    case .submitAfterWithNoModes: _ = try? await loop.submit(after: .seconds(1), inModes: []) { 0 }
+                    default: _ = try? await loop.submit(at: loop.now, inModes: []) { 0 }
+                    }
+                }
+                sleep(60)  // the task traps long before this ends
             case .repeatingScheduleWithZeroInterval: _ = loop.scheduleRepeating(initialDelay: .zero, every: .zero) { _ in }
             case .repeatingScheduleWithNoModes:
                 _ = loop.scheduleRepeating(initialDelay: .zero, every: .seconds(1), inModes: []) { _ in }

@@ -14,7 +14,8 @@ final class AwaitedRun<Value: Sendable>: Sendable {
         case waiting((CheckedContinuation<Value, any Error>, Body)?)
         /// The closure is running, and will resume the task with its result.
         case running(CheckedContinuation<Value, any Error>)
-        /// The task was resumed, or was cancelled before it suspended.
+        /// The task was resumed. (A task cancelled before it suspended stays `.waiting(nil)`, with `isTaskCancelled`
+        /// set: it resumes itself as it suspends.)
         case finished
     }
 
@@ -115,7 +116,7 @@ final class AwaitedRun<Value: Sendable>: Sendable {
             return waiting.0
         }
         body = nil  // let go of before the task hears, outside the lock
-        continuation?.resume(throwing: LoopEndedError(call: self.call))
+        continuation?.resume(throwing: LoopEndedError(call: "\(self.call)"))
     }
 
     /// Held by the closure handed to the loop, and by nothing else.
