@@ -3,7 +3,9 @@
 /// The monitor adds two observers to the loop (in `.common` by default, or the modes given): one, ordered first,
 /// at `entry` and `afterWaiting`, starts a busy stretch; one, ordered last, at `beforeWaiting` and `exit`, ends it.
 /// Attached to a display link, it also checks each frame: the frame's work is the busy stretch in which the link's
-/// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much.
+/// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much. A
+/// frame the link skipped because the loop was busy (not asleep when the frame fell due) is judged the same way, at
+/// the end of the stretch in which the link calls back next.
 /// Its cost is a clock read and a lock per observer call. The loop also tells it of every sleep, in any mode: a run of a
 /// mode it does not watch, nested in a callback of one it watches, ends the stretch when it sleeps and starts it again
 /// when it wakes, so that its sleep is not counted busy, and its work is.
@@ -24,15 +26,35 @@ public final class HitchMonitor: Sendable {
         /// nothing.
         var isCallingHangHandlers = false
         var hangHandlers: [@Sendable (HangEvent) -> Void] = []
+        /// When the loop's sleep under way began, in any mode.
+        var asleepSince: LoopInstant?
+        /// The loop's last two sleeps, the later last: a frame skipped while it slept was late waking, not busy.
+        var earlierSleep: (from: LoopInstant, to: LoopInstant)?
+        var laterSleep: (from: LoopInstant, to: LoopInstant)?
+        /// The end of the last busy stretch that was charged hitch time: a frame that fell due before it, and was
+        /// skipped, was skipped for that stretch, charged already.
+        var hitchChargedUntil = LoopInstant(nanoseconds: 0)
 
-        /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames, to its target,
-        /// less what earlier frames (of any attached link) covered. So time paused, when a resumed link's first frame
-        /// counts no skipped frames, is left out, and so is the time before the monitor's first frame.
-        mutating func addToFrameSpan(_ frame: DisplayFrame) {
+        /// Whether the loop slept at `instant`, as far as its last two sleeps tell; `true` when they cannot (both
+        /// began after it), so that no hitch is charged on a guess. Between a frame due and the link's callback for
+        /// it the loop sleeps at most once: the callback comes in the first timers phase after the instant.
+        func wasAsleep(at instant: LoopInstant) -> Bool {
+            for sleep in [self.laterSleep, self.earlierSleep].compactMap({ $0 }) where sleep.from <= instant {
+                return instant <= sleep.to
+            }
+            return true
+        }
+
+        /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames (only those
+        /// skipped while the loop ran, `countsSkipped`), to its target, less what earlier frames (of any attached
+        /// link) covered. So time paused, when a resumed link's first frame counts only the frames skipped since, is
+        /// left out, and so are the time when the link's modes were not running and the time before the monitor's
+        /// first frame: the ratio is per second of ticking.
+        mutating func addToFrameSpan(_ frame: DisplayFrame, countsSkipped: Bool) {
             let timestamp = frame.timestamp.nanoseconds
             let target = frame.targetTimestamp.nanoseconds
             let (skippedTime, overflow) = (target &- timestamp).multipliedReportingOverflow(
-                by: UInt64(max(0, frame.skippedFrames)))
+                by: UInt64(countsSkipped ? max(0, frame.skippedFrames) : 0))
             let first = self.firstTimestamp ?? timestamp
             self.firstTimestamp = first
             let from = max(timestamp - min(overflow ? .max : skippedTime, timestamp), first, self.coveredUntil)
@@ -173,14 +195,25 @@ public final class HitchMonitor: Sendable {
     /// The loop is about to sleep, in any mode. In a mode the monitor watches, `beforeWaiting` has ended the stretch
     /// already; in another, nested in a watched run's callback, this ends it, so that the sleep is not counted busy.
     func loopWillSleep() {
-        self.endStretch(staysBusy: false)
+        self.endStretch(staysBusy: false, sleeping: true)
     }
 
     /// The loop has woken, in any mode: busy again if a run the monitor watches is on the stack (in a watched mode,
     /// `afterWaiting` starts the same stretch).
     func loopDidWake() {
-        guard self.loop.runningModes.contains(where: self.watches) else { return }
-        self.busyStarts(entering: false)
+        let now = self.loop.now
+        let isWatchedRunActive = self.loop.runningModes.contains(where: self.watches)
+        self.state.withLock { state in
+            if let from = state.asleepSince {
+                state.earlierSleep = state.laterSleep
+                state.laterSleep = (from, now)
+                state.asleepSince = nil
+            }
+            guard isWatchedRunActive, state.isWatching, !state.isCallingHangHandlers, state.busySince == nil else {
+                return
+            }
+            state.busySince = now
+        }
     }
 
     /// Whether the monitor's observers are in `mode` (the common modes expanded). Loop thread.
@@ -191,10 +224,13 @@ public final class HitchMonitor: Sendable {
     /// Ends the busy stretch under way, if any: counts it, judges the frames that ran in it, and calls the hang
     /// handlers if it was a hang. `staysBusy`: the loop goes on working (a nested run returned to a callback), so a
     /// stretch starts again at once.
-    private func endStretch(staysBusy: Bool) {
+    private func endStretch(staysBusy: Bool, sleeping: Bool = false) {
         let now = self.loop.now
         let mode = self.loop.currentMode ?? .default
         let (hang, handlers) = self.state.withLock { state -> (HangEvent?, [@Sendable (HangEvent) -> Void]) in
+            if sleeping {
+                state.asleepSince = now
+            }
             guard state.isWatching, !state.isCallingHangHandlers else { return (nil, []) }
             var hang: HangEvent?
             if let start = state.busySince {
@@ -217,6 +253,7 @@ public final class HitchMonitor: Sendable {
             }
             if let earliestLate {
                 state.report.totalHitchTime += now - earliestLate
+                state.hitchChargedUntil = now
             }
             state.pendingTargets.removeAll(keepingCapacity: true)
             state.busySince = staysBusy ? now : nil
@@ -241,9 +278,18 @@ public final class HitchMonitor: Sendable {
     ///
     /// The frame counts only in a mode the monitor watches, and not while its hang handlers run (a run nested in one
     /// counts in nothing): its work is not what the monitor judges, so it is neither a hitch nor time in the ratio.
+    /// `skippedWhileRunning`: the loop stayed in one run since the link's previous frame, so the frames it skipped
+    /// were due while the loop ran late (they count in the span); otherwise they were due while the link's modes were
+    /// not running, and do not.
+    ///
+    /// A frame skipped because the loop was busy is a hitch too, though no callback ran for it: when the loop was not
+    /// asleep as the first skipped frame fell due, and was not in a stretch charged already (one in which a callback
+    /// overran), that frame's target is judged at the end of this stretch like a callback's. Work
+    /// that began after a sleep (an input event's handler, a timer) delays the frames as much as a slow callback
+    /// does; a sleep that ended late (the system ran the thread late) is not the loop's work, and is no hitch.
     ///
     /// - Returns: Whether the monitor still watches; the link lets go of one that does not.
-    func frameWillRun(_ frame: DisplayFrame) -> Bool {
+    func frameWillRun(_ frame: DisplayFrame, skippedWhileRunning: Bool) -> Bool {
         loopPrecondition(self.loop.isCurrent,
                          "HitchMonitor.attach(to:): the display link ticks on another loop than the monitor's")
         let isWatchedMode = self.loop.currentMode.map(self.watches) ?? false
@@ -252,10 +298,25 @@ public final class HitchMonitor: Sendable {
             guard isWatchedMode && !state.isCallingHangHandlers else { return true }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
-            state.addToFrameSpan(frame)
+            state.addToFrameSpan(frame, countsSkipped: skippedWhileRunning)
+            if skippedWhileRunning, frame.skippedFrames > 0, state.pendingTargets.isEmpty,
+               let firstSkipped = Self.firstSkipped(of: frame), firstSkipped.instant >= state.hitchChargedUntil,
+               !state.wasAsleep(at: firstSkipped.instant) {
+                state.pendingTargets.append(firstSkipped.target)
+            }
             state.pendingTargets.append(frame.targetTimestamp)
             return true
         }
+    }
+
+    /// When the first frame `frame` skipped was due, and its target (`nil` for a skip reaching back past the clock's
+    /// start): one frame duration apart, back from `frame`'s timestamp.
+    private static func firstSkipped(of frame: DisplayFrame) -> (instant: LoopInstant, target: LoopInstant)? {
+        let duration = frame.targetTimestamp.nanoseconds - frame.timestamp.nanoseconds
+        let (back, overflow) = duration.multipliedReportingOverflow(by: UInt64(frame.skippedFrames))
+        guard !overflow, back <= frame.timestamp.nanoseconds else { return nil }
+        let instant = frame.timestamp.nanoseconds - back
+        return (LoopInstant(nanoseconds: instant), LoopInstant(nanoseconds: instant + duration))
     }
 }
 

@@ -33,6 +33,7 @@ extension Loop {
         }
         let items = self.modeItems(for: mode)
         self.runningModes.append(mode)
+        self.runTransitions &+= 1
         let isHostPass = self.hostPassDepth == self.runningModes.count
         self.state.withLock { $0.enterRun() }
         if !self.hasReached(deadline) {
@@ -41,6 +42,7 @@ extension Loop {
         defer {
             self.state.withLock { $0.leaveRun(isHostPass: isHostPass) }
             self.runningModes.removeLast()
+            self.runTransitions &+= 1
         }
 
         self.notifyObservers(.entry, in: items)
@@ -220,6 +222,12 @@ extension Loop {
         // A host loop iterated from a callback of this run (GLib's, from a timer) may have announced a wait through
         // its driver and not dispatched: this run's wait replaces it.
         self.endHostWait()
+        // A `beforeWaiting` observer or a hang handler may have emptied the mode (invalidated its last timer, say):
+        // nothing could end the sleep then, and the run finishes instead (DESIGN §2), after `afterWaiting`.
+        if self.isEmpty(items) {
+            self.look(in: items, into: &ready)
+            return false
+        }
         if self.hasTakenWork(for: items.mode) {
             self.look(in: items, into: &ready)  // a nested run took work the outer pass did not reach
             return false

@@ -55,6 +55,9 @@ public final class Loop: @unchecked Sendable {
     /// The items added to `.common`, by identity: O(1) to add and remove, however many there are.
     var commonItems: [ObjectIdentifier: any LoopItem] = [:]
     @exclusivity(unchecked) var runningModes: [LoopMode] = []
+    /// Counts the run calls entered and left. Read at two instants and equal, the loop stayed in one run between them: a
+    /// display link's frames missed meanwhile were missed by a late loop, not by a mode that was not running.
+    @exclusivity(unchecked) var runTransitions: UInt64 = 0
     var lastSequence: UInt64 = 0
     /// While the loop tears down (`end(finalDrain:)`), the callouts its items make on leaving a mode (a source's
     /// `onUnschedule`), run once it has let go of every item; `nil` otherwise (`callOutUnlessTearingDown`).

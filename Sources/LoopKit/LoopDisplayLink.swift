@@ -26,7 +26,8 @@ public final class LoopDisplayLink: @unchecked Sendable {
     private let paused = Atomic<Bool>(false)
     /// `isPaused` as the timer's date follows it: the flag and the date change together, one change at a time.
     private let pauseChanges = LoopLock(false)
-    /// Set on resume: the next frame counts no skipped frames (paused frames were not missed, just not wanted).
+    /// Set on resume: the next frame counts only the frames skipped since the resume (paused frames were not missed,
+    /// just not wanted).
     private let resumed = Atomic<Bool>(false)
     /// Held weakly: a link in a mode is held by its loop, and a monitor holds its loop, so a strong reference would
     /// keep an invalidated monitor, and a loop of the user's own, alive.
@@ -38,6 +39,9 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// The last frame reported, and its target: the next frame's index and timestamp while the link keeps up.
     private var previousIndex: Int64?
     private var previousTarget = LoopInstant.distantFuture
+    /// The loop's `runTransitions` at the last frame a monitor saw: the same at the next, the loop ran all along, so
+    /// the frames skipped in between were due while it ran late, not while the link's mode was not running.
+    private var runTransitionsAtMonitoredFrame: UInt64?
 
     /// A link at `preferredRate` frames per second (0 for the display's maximum).
     ///
@@ -170,14 +174,23 @@ public final class LoopDisplayLink: @unchecked Sendable {
             self.previousIndex = nil
         }
         let (index, timestamp, target) = self.frame(firedFor: slot, now: now)
-        let skipped = self.previousIndex.map { max(0, Int(index - $0) - 1) } ?? 0
+        // The first frame after an add or a resume counts from the frame it was armed for (`slot`, the first grid
+        // point after the add or resume): frames the loop missed since then are skipped, earlier ones were not wanted.
+        let previous = self.previousIndex
+            ?? self.display.frameIndex(atOrBefore: slot, refreshesPerFrame: self.refreshesPerFrame) - 1
+        let skipped = max(0, Int(index - 1 - previous))
         self.previousIndex = index
         self.previousTarget = target
         // The timer's next slot, unless the callback overruns it: the grid need not work it out again.
         self.timer.grid?.followingSlot = target
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
         if self.hasMonitors.load(ordering: .acquiring) {
-            let stopped = self.monitors.withLock { $0 }.filter { $0.monitor?.frameWillRun(frame) != true }
+            let runTransitions = self.timer.boundLoop?.runTransitions
+            let skippedWhileRunning = runTransitions != nil && runTransitions == self.runTransitionsAtMonitoredFrame
+            self.runTransitionsAtMonitoredFrame = runTransitions
+            let stopped = self.monitors.withLock { $0 }.filter {
+                $0.monitor?.frameWillRun(frame, skippedWhileRunning: skippedWhileRunning) != true
+            }
             if !stopped.isEmpty {  // invalidated or freed monitors: let go of them
                 self.monitors.withLock { $0.removeAll { entry in stopped.contains { $0 === entry } } }
             }

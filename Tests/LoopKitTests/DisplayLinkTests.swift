@@ -192,6 +192,54 @@ struct DisplayLinkTests {
         #expect(frames[3].index == expected.index + 1)
     }
 
+    /// The frames paused are not skipped, but the frames a late loop misses after the resume are: the first frame after
+    /// a resume (or an add) counts from the first grid point it was due on.
+    @Test func framesMissedRightAfterAResumeAreCountedAsSkipped() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let display = LoopDisplay.default
+        let seen = Recorder<DisplayFrame>()
+        let link = LoopDisplayLink(display: display) { link, frame in
+            seen.append(frame)
+            if seen.count == 2 { link.isPaused = true }
+        }
+        loop.add(link, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        loop.run(mode: .default, before: clock.now + .milliseconds(50))
+        #expect(seen.count == 2)
+        let grid = display.nextFrame(after: clock.now + .milliseconds(100), refreshesPerFrame: 1)
+        clock.advance(to: grid.instant + .milliseconds(1))
+        link.isPaused = false  // due next at grid + 1 frame
+        loop.add(LoopTimer(interval: .zero) { _ in clock.advance(by: .milliseconds(30)) }, forMode: .default)
+        loop.run(mode: .default, before: clock.now + .milliseconds(40))
+        let resumed = try #require(seen.elements.dropFirst(2).first)
+        // Grid + 1 and + 2 frames passed during the 30 ms; grid + 3 frames (25 ms) is the one reported.
+        #expect(resumed.index == grid.index + 3)
+        #expect(resumed.skippedFrames == 2)
+        link.invalidate()
+    }
+
+    /// The same for a link's first frame: frames due after it was added that a busy loop missed are skipped.
+    @Test func framesMissedRightAfterAnAddAreCountedAsSkipped() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let display = LoopDisplay.sixtyHertz
+        let grid = display.nextFrame(after: clock.now, refreshesPerFrame: 1)
+        clock.advance(to: grid.instant + .milliseconds(1))
+        let seen = Recorder<DisplayFrame>()
+        let link = LoopDisplayLink(display: display) { _, frame in seen.append(frame) }
+        loop.add(link, forMode: .default)  // due first at grid + 1 frame
+        loop.add(LoopTimer(interval: .zero) { _ in clock.advance(by: .milliseconds(40)) }, forMode: .default)
+        loop.run(mode: .default, before: clock.now + .milliseconds(45))
+        let first = try #require(seen.elements.first)
+        // Grid + 1 frame (16.7 ms) passed during the 40 ms; grid + 2 frames (33.3 ms) is the one reported.
+        #expect(first.index == grid.index + 2)
+        #expect(first.skippedFrames == 1)
+        link.invalidate()
+    }
+
     @Test func linksOfOneDisplayShareTheirInstants() throws {
         let clock = ManualLoopClock(start: LoopInstant(nanoseconds: 1_234_567_891))
         let loop = try Loop(clock: clock)
@@ -364,8 +412,12 @@ struct HitchMonitorTests {
         let monitor = HitchMonitor(loop: loop)
         var count = 0
         var slow: [DisplayFrame] = []
+        var first: DisplayFrame?
+        var last: DisplayFrame?
         let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { link, frame in
             count += 1
+            first = first ?? frame
+            last = frame
             if count == 10 || count == 20 {
                 clock.advance(by: .milliseconds(20))  // a heavy frame: 20 ms of work at 120 Hz
                 slow.append(frame)
@@ -389,9 +441,83 @@ struct HitchMonitorTests {
         #expect(report.totalHitchTime < .milliseconds(24))
         #expect(report.longestBusyPass == .milliseconds(20))
         #expect(report.hangs == 0)
+        // Per second of ticking: from the first frame to the last one's target, the skipped frames included.
+        // (Grid instants are whole nanoseconds: a skipped frame's start, worked back from the next frame, may be one
+        // off.)
+        let span = try #require(last).targetTimestamp - (try #require(first)).timestamp
+        #expect(report.frameSpan >= span - .nanoseconds(4) && report.frameSpan <= span)
+        #expect(span > .milliseconds(533) && span < .milliseconds(534), "64 frames at 120 Hz")
         let seconds = HitchReport.seconds(report.frameSpan)
         #expect(abs(report.hitchTimeRatio - HitchReport.seconds(expectedHitch) * 1000 / seconds) < 1e-9)
         #expect(report.rating == .critical)
+    }
+
+    /// DESIGN §4: a hitch is a frame that finishes after its target, whatever kept the loop from it. Here no callback
+    /// of the link is slow: a timer fires between two frames and keeps the loop busy for 30 ms, so the frames due
+    /// meanwhile are skipped, and the first of them is late from its target to the end of that work.
+    @Test func workBetweenFramesThatDelaysThemIsAHitch() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        var frames: [DisplayFrame] = []
+        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { _, frame in frames.append(frame) }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        let start = clock.now
+        var busy: (from: LoopInstant, to: LoopInstant)?
+        loop.add(LoopTimer(interval: .milliseconds(52), on: loop.assumeIsolated()) { _ in
+            let from = clock.now
+            clock.advance(by: .milliseconds(30))  // an input handler's work, say
+            busy = (from, clock.now)
+        }, forMode: .default)
+        loop.run(mode: .default, before: start + .milliseconds(150))
+
+        let work = try #require(busy)
+        let delayed = try #require(frames.first { $0.timestamp > work.from })
+        #expect(delayed.skippedFrames == 2, "30 ms at 120 Hz, from 2 ms after a frame")
+        let duration = delayed.duration
+        let firstSkippedTarget = delayed.timestamp - duration * delayed.skippedFrames + duration
+        #expect(firstSkippedTarget > work.from && firstSkippedTarget < work.to)
+        let report = monitor.report
+        #expect(report.hitches == 1)
+        #expect(report.totalHitchTime == work.to - firstSkippedTarget)
+        #expect(report.skippedFrames == 2)
+        // The skipped frames were ticking time: the span runs from the first frame to the last one's target.
+        let span = frames.last!.targetTimestamp - frames.first!.timestamp
+        #expect(report.frameSpan >= span - .nanoseconds(2) && report.frameSpan <= span)
+        #expect(report.rating == .critical)
+    }
+
+    /// "Hitch time ratio = ms of hitch per second of ticking": a link whose mode is not running is not ticking. A
+    /// default-mode link silent through a second of tracking counts that second neither as a hitch nor in the span.
+    @Test func timeTheLinksModeWasNotRunningIsNotTicking() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)  // default and tracking
+        var frames: [DisplayFrame] = []
+        let link = LoopDisplayLink(display: .sixtyHertz, on: loop.assumeIsolated()) { _, frame in
+            frames.append(frame)
+        }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .common)
+        loop.run(mode: .default, before: clock.now + .milliseconds(100))
+        let before = frames
+        loop.run(mode: .tracking, before: clock.now + .seconds(1))  // a drag: the link is silent
+        loop.run(mode: .default, before: clock.now + .milliseconds(100))
+        let after = Array(frames.dropFirst(before.count))
+
+        #expect(before.count >= 5 && after.count >= 5)
+        #expect(after[0].skippedFrames >= 59, "the drag's frames are skipped, as DisplayFrame counts them")
+        let report = monitor.report
+        #expect(report.hitches == 0)
+        #expect(report.totalHitchTime == .zero)
+        let ticking = (before.last!.targetTimestamp - before[0].timestamp)
+            + (after.last!.targetTimestamp - after[0].timestamp)
+        #expect(report.frameSpan == ticking)
+        #expect(report.frameSpan < .milliseconds(250))
     }
 
     @Test func ratingsFollowApplesThresholds() {

@@ -563,6 +563,28 @@ struct PassDetailTests {
         #expect(loop.run(mode: .default, before: .distantFuture) == .finished)
     }
 
+    /// DESIGN §2: a run finishes "also when the mode becomes empty", and it may become empty as the loop is about to
+    /// sleep: a `beforeWaiting` observer that invalidates the last timer leaves nothing that could end the sleep.
+    @Test func aModeEmptiedAtBeforeWaitingFinishesInsteadOfSleeping() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let timer = LoopTimer(interval: .seconds(10)) { _ in }
+        loop.add(timer, forMode: .default)
+        let trace = Recorder<String>()
+        loop.add(LoopObserver(activities: [.beforeWaiting, .afterWaiting, .exit]) { _, activity in
+            trace.append("\(activity)")
+            if activity == .beforeWaiting {
+                timer.invalidate()
+            }
+        }, forMode: .default)
+        let start = clock.now
+        #expect(loop.run(mode: .default, before: clock.now + .seconds(60)) == .finished)
+        #expect(clock.now == start)  // returned without waiting for the deadline
+        #expect(trace.elements == ["\(LoopActivity.beforeWaiting)", "\(LoopActivity.afterWaiting)",
+                                   "\(LoopActivity.exit)"])
+    }
+
     @Test func aDisplayLinkRemovedFromItsModeStopsTicking() throws {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)

@@ -298,6 +298,9 @@ final class LoopModel {
     /// ThePass.md's one exception), a block of this mode, a signal a nested run saw for a source of this mode and did
     /// not perform, a stop, or a timer of a due batch that can still fire.
     private func sleep(_ mode: LoopMode, deadline: Int) {
+        // A `beforeWaiting` observer may have emptied the mode: nothing could end the sleep, and the pass goes on to
+        // finish the run (DESIGN §2: "also when the mode becomes empty").
+        if self.isEmpty(mode) { return }
         let hasSeenSignal = self.sources.contains {
             $0.signalRank != nil && $0.isValid && $0.isSignalled && $0.modes.contains(mode)
         }
