@@ -4,8 +4,9 @@
 /// at `entry` and `afterWaiting`, starts a busy stretch; one, ordered last, at `beforeWaiting` and `exit`, ends it.
 /// Attached to a display link, it also checks each frame: the frame's work is the busy stretch in which the link's
 /// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much. A
-/// frame the link skipped because the loop was busy (not asleep when the frame fell due) is judged the same way, at
-/// the end of the stretch in which the link calls back next.
+/// frame the link skipped while its mode ran, because other work kept the loop busy past the frame's target, is a
+/// hitch too, judged at the end of the stretch in which the link calls back next (a run of skipped frames is one
+/// hitch, as an overrun is).
 /// Its cost is a clock read and a lock per observer call. The loop also tells it of every sleep, in any mode: a run of a
 /// mode it does not watch, nested in a callback of one it watches, ends the stretch when it sleeps and starts it again
 /// when it wakes, so that its sleep is not counted busy, and its work is.
@@ -35,29 +36,28 @@ public final class HitchMonitor: Sendable {
         /// skipped, was skipped for that stretch, charged already.
         var hitchChargedUntil = LoopInstant(nanoseconds: 0)
 
-        /// Whether the loop slept at `instant`, as far as its last two sleeps tell; `true` when they cannot (both
-        /// began after it), so that no hitch is charged on a guess. Between a frame due and the link's callback for
-        /// it the loop sleeps at most once: the callback comes in the first timers phase after the instant.
+        /// Whether the loop slept at `instant` (woken at it counts as awake), as far as its last two sleeps tell;
+        /// `true` when they cannot (both began after it), so that no hitch is charged on a guess. Between a frame's
+        /// target and the link's next callback the loop sleeps at most once: the callback comes in the first timers
+        /// phase after the frame fell due.
         func wasAsleep(at instant: LoopInstant) -> Bool {
             for sleep in [self.laterSleep, self.earlierSleep].compactMap({ $0 }) where sleep.from <= instant {
-                return instant <= sleep.to
+                return instant < sleep.to
             }
             return true
         }
 
-        /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames (only those
-        /// skipped while the loop ran, `countsSkipped`), to its target, less what earlier frames (of any attached
-        /// link) covered. So time paused, when a resumed link's first frame counts only the frames skipped since, is
-        /// left out, and so are the time when the link's modes were not running and the time before the monitor's
-        /// first frame: the ratio is per second of ticking.
-        mutating func addToFrameSpan(_ frame: DisplayFrame, countsSkipped: Bool) {
+        /// Adds the time `frame` covers to the span: from `tickingFrom` (at most its timestamp: the first skipped
+        /// frame's instant, or later, where the link's mode began to run) to its target, less what earlier frames (of
+        /// any attached link) covered. So time paused, when a resumed link's first frame counts only the frames
+        /// skipped since, is left out, and so are the time when none of the link's modes was running and the time
+        /// before the monitor's first frame: the ratio is per second of ticking.
+        mutating func addToFrameSpan(_ frame: DisplayFrame, tickingFrom: LoopInstant) {
             let timestamp = frame.timestamp.nanoseconds
             let target = frame.targetTimestamp.nanoseconds
-            let (skippedTime, overflow) = (target &- timestamp).multipliedReportingOverflow(
-                by: UInt64(countsSkipped ? max(0, frame.skippedFrames) : 0))
             let first = self.firstTimestamp ?? timestamp
             self.firstTimestamp = first
-            let from = max(timestamp - min(overflow ? .max : skippedTime, timestamp), first, self.coveredUntil)
+            let from = max(min(tickingFrom.nanoseconds, timestamp), first, self.coveredUntil)
             if target > from {
                 self.report.frameSpan += .nanoseconds(Int64(clamping: target - from))
             }
@@ -278,45 +278,47 @@ public final class HitchMonitor: Sendable {
     ///
     /// The frame counts only in a mode the monitor watches, and not while its hang handlers run (a run nested in one
     /// counts in nothing): its work is not what the monitor judges, so it is neither a hitch nor time in the ratio.
-    /// `skippedWhileRunning`: the loop stayed in one run since the link's previous frame, so the frames it skipped
-    /// were due while the loop ran late (they count in the span); otherwise they were due while the link's modes were
-    /// not running, and do not.
     ///
-    /// A frame skipped because the loop was busy is a hitch too, though no callback ran for it: when the loop was not
-    /// asleep as the first skipped frame fell due, and was not in a stretch charged already (one in which a callback
-    /// overran), that frame's target is judged at the end of this stretch like a callback's. Work
-    /// that began after a sleep (an input event's handler, a timer) delays the frames as much as a slow callback
-    /// does; a sleep that ended late (the system ran the thread late) is not the loop's work, and is no hitch.
+    /// The frames it skipped count as ticking time from the instant the loop last switched to its current mode
+    /// (`Loop.modeRunningSince`; runs of one mode one after another continue it): before, the loop ran another mode;
+    /// and not at all when the link joined a mode since its previous frame (`mayHaveBeenInNoMode`). A skipped frame is a hitch
+    /// too, though no callback ran for it, when the loop's work kept it from running: the first skipped frame due
+    /// while the link ticked, and after the last stretch charged with hitch time (one in which a callback overran,
+    /// whose skipped frames are charged already), is judged at the end of this stretch like a callback's, unless the
+    /// loop slept through its target (a sleep that ended late is the system's delay, not the loop's work). Work that
+    /// began after a sleep (an input event's handler, a timer) delays the frames as much as a slow callback does.
     ///
     /// - Returns: Whether the monitor still watches; the link lets go of one that does not.
-    func frameWillRun(_ frame: DisplayFrame, skippedWhileRunning: Bool) -> Bool {
+    func frameWillRun(_ frame: DisplayFrame, of link: LoopDisplayLink, mayHaveBeenInNoMode: Bool) -> Bool {
         loopPrecondition(self.loop.isCurrent,
                          "HitchMonitor.attach(to:): the display link ticks on another loop than the monitor's")
         let isWatchedMode = self.loop.currentMode.map(self.watches) ?? false
+        // The skipped frames' instants, exact on the link's grid.
+        let firstSkipped = frame.index - Int64(frame.skippedFrames)
+        let running = self.loop.modeRunningSince
+        let tickingSince = !mayHaveBeenInNoMode && running?.mode == self.loop.currentMode
+            ? running?.since ?? frame.timestamp : frame.timestamp
+        let tickingFrom = max(link.instant(ofFrame: firstSkipped), tickingSince)
         return self.state.withLock { state in
             guard state.isWatching else { return false }
             guard isWatchedMode && !state.isCallingHangHandlers else { return true }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
-            state.addToFrameSpan(frame, countsSkipped: skippedWhileRunning)
-            if skippedWhileRunning, frame.skippedFrames > 0, state.pendingTargets.isEmpty,
-               let firstSkipped = Self.firstSkipped(of: frame), firstSkipped.instant >= state.hitchChargedUntil,
-               !state.wasAsleep(at: firstSkipped.instant) {
-                state.pendingTargets.append(firstSkipped.target)
+            state.addToFrameSpan(frame, tickingFrom: tickingFrom)
+            if frame.skippedFrames > 0, state.pendingTargets.isEmpty {
+                // After the span's start too: the first frame after a reset counts no skipped time.
+                let from = max(tickingFrom, state.hitchChargedUntil, LoopInstant(nanoseconds: state.firstTimestamp ?? 0))
+                let delayed = link.firstFrame(atOrAfter: from)
+                if delayed < frame.index {
+                    let target = link.instant(ofFrame: delayed + 1)
+                    if !state.wasAsleep(at: target) {
+                        state.pendingTargets.append(target)
+                    }
+                }
             }
             state.pendingTargets.append(frame.targetTimestamp)
             return true
         }
-    }
-
-    /// When the first frame `frame` skipped was due, and its target (`nil` for a skip reaching back past the clock's
-    /// start): one frame duration apart, back from `frame`'s timestamp.
-    private static func firstSkipped(of frame: DisplayFrame) -> (instant: LoopInstant, target: LoopInstant)? {
-        let duration = frame.targetTimestamp.nanoseconds - frame.timestamp.nanoseconds
-        let (back, overflow) = duration.multipliedReportingOverflow(by: UInt64(frame.skippedFrames))
-        guard !overflow, back <= frame.timestamp.nanoseconds else { return nil }
-        let instant = frame.timestamp.nanoseconds - back
-        return (LoopInstant(nanoseconds: instant), LoopInstant(nanoseconds: instant + duration))
     }
 }
 

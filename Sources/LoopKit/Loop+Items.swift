@@ -112,7 +112,8 @@ extension Loop {
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
         // The link is kept alive until its timer is attached, whose grid retains it from then on: added from another
         // thread, it would otherwise be freed on the way if the caller keeps no reference.
-        self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)", keepingAlive: link,
+        link.noteJoinedMode()
+        return self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)", keepingAlive: link,
                      fixingFirstDateOf: link.timer)
     }
 

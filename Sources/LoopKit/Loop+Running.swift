@@ -33,7 +33,9 @@ extension Loop {
         }
         let items = self.modeItems(for: mode)
         self.runningModes.append(mode)
-        self.runTransitions &+= 1
+        if self.mayHaveMonitor && self.modeRunningSince?.mode != mode {
+            self.modeRunningSince = (mode, self.now)
+        }
         let isHostPass = self.hostPassDepth == self.runningModes.count
         self.state.withLock { $0.enterRun() }
         if !self.hasReached(deadline) {
@@ -42,7 +44,9 @@ extension Loop {
         defer {
             self.state.withLock { $0.leaveRun(isHostPass: isHostPass) }
             self.runningModes.removeLast()
-            self.runTransitions &+= 1
+            if self.mayHaveMonitor, let outer = self.runningModes.last, outer != mode {
+                self.modeRunningSince = (outer, self.now)
+            }
         }
 
         self.notifyObservers(.entry, in: items)

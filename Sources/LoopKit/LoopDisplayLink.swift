@@ -29,6 +29,9 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// Set on resume: the next frame counts only the frames skipped since the resume (paused frames were not missed,
     /// just not wanted).
     private let resumed = Atomic<Bool>(false)
+    /// Set on each add to a mode: the frames skipped before the next frame may have been due while the link was in no
+    /// mode, which a monitor does not count as ticking.
+    private let joinedMode = Atomic<Bool>(false)
     /// Held weakly: a link in a mode is held by its loop, and a monitor holds its loop, so a strong reference would
     /// keep an invalidated monitor, and a loop of the user's own, alive.
     private let monitors = LoopLock<[WeakMonitor]>([])
@@ -39,9 +42,6 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// The last frame reported, and its target: the next frame's index and timestamp while the link keeps up.
     private var previousIndex: Int64?
     private var previousTarget = LoopInstant.distantFuture
-    /// The loop's `runTransitions` at the last frame a monitor saw: the same at the next, the loop ran all along, so
-    /// the frames skipped in between were due while it ran late, not while the link's mode was not running.
-    private var runTransitionsAtMonitoredFrame: UInt64?
 
     /// A link at `preferredRate` frames per second (0 for the display's maximum).
     ///
@@ -152,6 +152,22 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.timer.invalidate()  // lets go of the timer's callback, which holds the link's
     }
 
+    /// Notes that the link joined a mode (`Loop.add(_:forMode:)`). Any thread.
+    func noteJoinedMode() {
+        self.joinedMode.store(true, ordering: .releasing)
+    }
+
+    /// The instant of the link's frame `index`. Loop thread.
+    func instant(ofFrame index: Int64) -> LoopInstant {
+        self.display.instant(ofFrame: index, refreshesPerFrame: self.refreshesPerFrame)
+    }
+
+    /// The index of the link's first frame at or after `instant`. Loop thread.
+    func firstFrame(atOrAfter instant: LoopInstant) -> Int64 {
+        let index = self.display.frameIndex(atOrBefore: instant, refreshesPerFrame: self.refreshesPerFrame)
+        return self.instant(ofFrame: index) < instant && index < .max ? index + 1 : index
+    }
+
     /// Tells `monitor` about every frame (used by `HitchMonitor.attach(to:)`); once, however often it is added. Any
     /// thread.
     func addMonitor(_ monitor: HitchMonitor) {
@@ -185,11 +201,10 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.timer.grid?.followingSlot = target
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
         if self.hasMonitors.load(ordering: .acquiring) {
-            let runTransitions = self.timer.boundLoop?.runTransitions
-            let skippedWhileRunning = runTransitions != nil && runTransitions == self.runTransitionsAtMonitoredFrame
-            self.runTransitionsAtMonitoredFrame = runTransitions
+            let hasJoinedMode = self.joinedMode.load(ordering: .relaxed)
+                && self.joinedMode.exchange(false, ordering: .acquiringAndReleasing)
             let stopped = self.monitors.withLock { $0 }.filter {
-                $0.monitor?.frameWillRun(frame, skippedWhileRunning: skippedWhileRunning) != true
+                $0.monitor?.frameWillRun(frame, of: self, mayHaveBeenInNoMode: hasJoinedMode) != true
             }
             if !stopped.isEmpty {  // invalidated or freed monitors: let go of them
                 self.monitors.withLock { $0.removeAll { entry in stopped.contains { $0 === entry } } }

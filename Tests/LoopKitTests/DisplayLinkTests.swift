@@ -476,8 +476,8 @@ struct HitchMonitorTests {
         let work = try #require(busy)
         let delayed = try #require(frames.first { $0.timestamp > work.from })
         #expect(delayed.skippedFrames == 2, "30 ms at 120 Hz, from 2 ms after a frame")
-        let duration = delayed.duration
-        let firstSkippedTarget = delayed.timestamp - duration * delayed.skippedFrames + duration
+        let firstSkippedTarget = LoopDisplay.default.instant(
+            ofFrame: delayed.index - Int64(delayed.skippedFrames) + 1, refreshesPerFrame: 1)
         #expect(firstSkippedTarget > work.from && firstSkippedTarget < work.to)
         let report = monitor.report
         #expect(report.hitches == 1)
@@ -487,6 +487,98 @@ struct HitchMonitorTests {
         let span = frames.last!.targetTimestamp - frames.first!.timestamp
         #expect(report.frameSpan >= span - .nanoseconds(2) && report.frameSpan <= span)
         #expect(report.rating == .critical)
+    }
+
+    /// The same when the loop is driven a pass at a time (as a host loop's dispatches drive it): runs of the link's
+    /// mode one after another are one stretch of ticking.
+    @Test func workBetweenFramesIsAHitchWhenTheLoopRunsAPassAtATime() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        var frames: [DisplayFrame] = []
+        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { _, frame in frames.append(frame) }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        let end = clock.now + .milliseconds(150)
+        var busy: (from: LoopInstant, to: LoopInstant)?
+        loop.add(LoopTimer(interval: .milliseconds(52), on: loop.assumeIsolated()) { _ in
+            let from = clock.now
+            clock.advance(by: .milliseconds(30))
+            busy = (from, clock.now)
+        }, forMode: .default)
+        while clock.now < end {
+            loop.run(mode: .default, before: min(clock.now + .milliseconds(1), end))
+        }
+
+        let work = try #require(busy)
+        let delayed = try #require(frames.first { $0.timestamp > work.from })
+        #expect(delayed.skippedFrames == 2)
+        let report = monitor.report
+        #expect(report.hitches == 1)
+        let firstSkippedTarget = LoopDisplay.default.instant(ofFrame: delayed.index - 1, refreshesPerFrame: 1)
+        #expect(report.totalHitchTime == work.to - firstSkippedTarget)
+        let span = frames.last!.targetTimestamp - frames.first!.timestamp
+        #expect(report.frameSpan >= span - .nanoseconds(2) && report.frameSpan <= span)
+    }
+
+    /// A timer whose wake-up is shared with a frame (its tolerance lets the loop wake once, on the frame) runs first,
+    /// and its work keeps the frame waiting: the loop woke on time, so the frames skipped are a hitch.
+    @Test func workOnAWakeUpSharedWithAFrameIsAHitch() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let display = LoopDisplay.default
+        let monitor = HitchMonitor(loop: loop)
+        var frames: [DisplayFrame] = []
+        let link = LoopDisplayLink(display: display, on: loop.assumeIsolated()) { _, frame in frames.append(frame) }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        let frame = display.nextFrame(after: clock.now + .milliseconds(50), refreshesPerFrame: 1)
+        var busyUntil: LoopInstant?
+        loop.add(LoopTimer(fireAt: frame.instant - .milliseconds(1), tolerance: .milliseconds(5),
+                           on: loop.assumeIsolated()) { _ in
+            clock.advance(by: .milliseconds(30))
+            busyUntil = clock.now
+        }, forMode: .default)
+        loop.run(mode: .default, before: frame.instant + .milliseconds(100))
+
+        let until = try #require(busyUntil)
+        #expect(until == frame.instant + .milliseconds(30), "woken once, on the frame")
+        let delayed = try #require(frames.first { $0.timestamp > frame.instant - .milliseconds(1) })
+        #expect(delayed.index == frame.index + 3)
+        #expect(delayed.skippedFrames == 3, "the frame the wake-up was for, and the two after it")
+        let report = monitor.report
+        #expect(report.hitches == 1)
+        #expect(report.totalHitchTime == until - display.instant(ofFrame: frame.index + 1, refreshesPerFrame: 1))
+    }
+
+    /// A link taken out of its mode and put back later was not ticking in between: its first frame back counts
+    /// neither a hitch nor the time away, though its skipped frames say how many grid points passed.
+    @Test func aLinkOutOfItsModeIsNotTicking() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        var frames: [DisplayFrame] = []
+        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { _, frame in frames.append(frame) }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        let start = clock.now
+        loop.add(LoopTimer(interval: .milliseconds(52), on: loop.assumeIsolated()) { _ in
+            loop.remove(link, forMode: .default)
+            clock.advance(by: .milliseconds(20))
+        }, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(1), on: loop.assumeIsolated()) { _ in
+            loop.add(link, forMode: .default)
+        }, forMode: .default)
+        loop.run(mode: .default, before: start + .milliseconds(1100))
+
+        let back = try #require(frames.first { $0.timestamp >= start + .seconds(1) })
+        #expect(back.skippedFrames > 100)
+        let report = monitor.report
+        #expect(report.hitches == 0)
+        #expect(report.frameSpan < .milliseconds(200), "about 50 ms before, 100 ms after")
     }
 
     /// "Hitch time ratio = ms of hitch per second of ticking": a link whose mode is not running is not ticking. A

@@ -192,10 +192,19 @@ struct EmbeddingTests {
         let thread = try LoopThread(name: "mode-loop")
         let loop = thread.loop
         loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .tracking)
-        // The thread runs `default`; a block runs `tracking` nested, as a drag would, until the job has run.
-        thread.perform { runTrackingUntilStopped(loop) }
         let probe = ModeProbe(executor: LoopExecutor(loop: loop, modes: [.tracking]))
-        #expect(await probe.modeAndStop() == .tracking)
+        let seen = Recorder<LoopMode?>()
+        let job = Task { seen.append(await probe.modeAndStop()) }
+        // The thread runs `default`: the job waits, however many passes default makes meanwhile.
+        try await Task.sleep(for: .milliseconds(20))
+        for _ in 0..<3 {
+            try await loop.submit(inModes: [.default]) {}
+        }
+        #expect(seen.elements.isEmpty, "a job of a tracking-only executor ran in default")
+        // A block runs `tracking` nested, as a drag would, until the job has run.
+        thread.perform { runTrackingUntilStopped(loop) }
+        await job.value
+        #expect(seen.elements == [.tracking])
         thread.shutdownAndJoin()
     }
 

@@ -135,13 +135,17 @@ struct LoopBlockTests {
         let trace = Recorder<String>()
         loop.add(LoopObserver(activities: [.beforeTimers, .beforeSources]) { _, activity in trace.append("\(activity)") },
                  forMode: .default)
+        let source = LoopSource { _ in trace.append("source") }
+        loop.add(source, forMode: .default)
+        source.signal()
         loop.perform {
             trace.append("first")
             loop.perform { trace.append("second") }
         }
         loop.run(mode: .default, before: clock.now)
-        // "second" is queued during the first drain; it runs at the next drain point of the same pass, not inside.
-        #expect(trace.elements == ["beforeTimers", "beforeSources", "first", "second"])
+        // "second" is queued during the first drain; it runs at the next drain point of the same pass (after the
+        // signalled sources), not inside the first.
+        #expect(trace.elements == ["beforeTimers", "beforeSources", "first", "source", "second"])
     }
 
     @Test func aBlockThatRequeuesItselfRunsOncePerDrainAndCannotTrapTheLoop() throws {

@@ -57,11 +57,14 @@ struct LoopPassTests {
             loop.perform { trace.append("block queued by source") }
         }
         loop.add(source, forMode: .default)
+        // Due in this pass: the timers' phase (step 5) comes after the second drain (step 3), which is where the block
+        // the source queued runs, not at the pass's last drain (step 6).
+        loop.add(LoopTimer(interval: .zero) { _ in trace.append("timer") }, forMode: .default)
         loop.perform { trace.append("block") }
         source.signal()
         loop.run(mode: .default, before: clock.now)
         #expect(trace.elements == [
-            "entry", "beforeTimers", "beforeSources", "block", "source", "block queued by source", "exit",
+            "entry", "beforeTimers", "beforeSources", "block", "source", "block queued by source", "timer", "exit",
         ])
     }
 
