@@ -18,8 +18,8 @@ public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     /// How long frames were late: per busy stretch, from its earliest late target to its end.
     public internal(set) var totalHitchTime: Duration = .zero
     /// The time the ratio is taken over: what the frames seen cover (each from its target back over the frames it
-    /// skipped while its mode ran), counted once however many links there are; not the time while a link was paused,
-    /// or while none of its modes was running.
+    /// skipped since the loop last switched to its mode), counted once however many links there are; not the time
+    /// while a link was paused, or out of its modes, or while the loop ran another mode.
     public internal(set) var frameSpan: Duration = .zero
     /// Busy stretches of the loop (from waking or entry to sleeping or exit).
     public internal(set) var busyPasses = 0
