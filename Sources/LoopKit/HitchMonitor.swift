@@ -4,9 +4,9 @@
 /// at `entry` and `afterWaiting`, starts a busy stretch; one, ordered last, at `beforeWaiting` and `exit`, ends it.
 /// Attached to a display link, it also checks each frame: the frame's work is the busy stretch in which the link's
 /// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much. A
-/// frame the link skipped while its mode ran, because other work kept the loop busy past the frame's target, is a
-/// hitch too, judged at the end of the stretch in which the link calls back next (a run of skipped frames is one
-/// hitch, as an overrun is).
+/// frame the link skipped is a hitch too when a busy stretch, in one of the link's modes and with no callback of the
+/// link in it, went on past the frame's target: the loop's other work (an input handler, a timer) kept the frame from
+/// running, late by the stretch's end less its target (a run of skipped frames is one hitch, as an overrun is).
 /// Its cost is a clock read and a lock per observer call. The loop also tells it of every sleep, in any mode: a run of a
 /// mode it does not watch, nested in a callback of one it watches, ends the stretch when it sleeps and starts it again
 /// when it wakes, so that its sleep is not counted busy, and its work is.
@@ -27,43 +27,52 @@ public final class HitchMonitor: Sendable {
         /// nothing.
         var isCallingHangHandlers = false
         var hangHandlers: [@Sendable (HangEvent) -> Void] = []
-        /// When the loop's sleep under way began, in any mode.
-        var asleepSince: LoopInstant?
-        /// The loop's last two sleeps, the later last: a frame skipped while it slept was late waking, not busy.
-        var earlierSleep: (from: LoopInstant, to: LoopInstant)?
-        var laterSleep: (from: LoopInstant, to: LoopInstant)?
-        /// The end of the last busy stretch that was charged hitch time: a frame that fell due before it, and was
-        /// skipped, was skipped for that stretch, charged already.
-        var hitchChargedUntil = LoopInstant(nanoseconds: 0)
+        /// The last busy stretches that ended, oldest first, each with the mode it ended in and whether frames late in
+        /// it were charged already: a frame skipped while one lasted was skipped for it. Between a frame falling due
+        /// and the link's next callback few stretches end (the one that kept it, a run's first look, a nested run's).
+        var recentStretches: [Stretch] = {
+            var stretches: [Stretch] = []
+            stretches.reserveCapacity(HitchMonitor.stretchesKept)
+            return stretches
+        }()
 
-        /// Whether the loop slept at `instant` (woken at it counts as awake), as far as its last two sleeps tell;
-        /// `true` when they cannot (both began after it), so that no hitch is charged on a guess. Between a frame's
-        /// target and the link's next callback the loop sleeps at most once: the callback comes in the first timers
-        /// phase after the frame fell due.
-        func wasAsleep(at instant: LoopInstant) -> Bool {
-            for sleep in [self.laterSleep, self.earlierSleep].compactMap({ $0 }) where sleep.from <= instant {
-                return instant < sleep.to
+        /// Keeps a busy stretch that ended, forgetting the oldest beyond `stretchesKept` (no allocation after the
+        /// first). One of no length is not kept: no frame's target lies inside it.
+        mutating func keep(_ stretch: Stretch) {
+            guard stretch.end > stretch.start else { return }
+            if self.recentStretches.count == HitchMonitor.stretchesKept {
+                self.recentStretches.removeFirst()
             }
-            return true
+            self.recentStretches.append(stretch)
         }
 
-        /// Adds the time `frame` covers to the span: from `tickingFrom` (at most its timestamp: the first skipped
-        /// frame's instant, or later, where the link's mode began to run) to its target, less what earlier frames (of
-        /// any attached link) covered. So time paused, when a resumed link's first frame counts only the frames
-        /// skipped since, is left out, and so are the time when none of the link's modes was running and the time
-        /// before the monitor's first frame: the ratio is per second of ticking.
-        mutating func addToFrameSpan(_ frame: DisplayFrame, tickingFrom: LoopInstant) {
+        /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames, to its target,
+        /// less what earlier frames (of any attached link) covered. So time paused, when a resumed link's first frame
+        /// counts no skipped frames, is left out, and so is the time before the monitor's first frame.
+        mutating func addToFrameSpan(_ frame: DisplayFrame) {
             let timestamp = frame.timestamp.nanoseconds
             let target = frame.targetTimestamp.nanoseconds
+            let (skippedTime, overflow) = (target &- timestamp).multipliedReportingOverflow(
+                by: UInt64(max(0, frame.skippedFrames)))
             let first = self.firstTimestamp ?? timestamp
             self.firstTimestamp = first
-            let from = max(min(tickingFrom.nanoseconds, timestamp), first, self.coveredUntil)
+            let from = max(timestamp - min(overflow ? .max : skippedTime, timestamp), first, self.coveredUntil)
             if target > from {
                 self.report.frameSpan += .nanoseconds(Int64(clamping: target - from))
             }
             self.coveredUntil = max(self.coveredUntil, target)
         }
     }
+
+    /// A busy stretch that ended (`State.recentStretches`).
+    private struct Stretch {
+        let start: LoopInstant
+        let end: LoopInstant
+        let mode: LoopMode
+        var isCharged: Bool
+    }
+
+    private static let stretchesKept = 4
 
     /// The loop watched.
     public let loop: Loop
@@ -138,6 +147,7 @@ public final class HitchMonitor: Sendable {
         self.state.withLock { state in
             state.report = HitchReport()
             state.pendingTargets = []
+            state.recentStretches.removeAll(keepingCapacity: true)
             state.firstTimestamp = nil
             state.coveredUntil = 0
             if state.busySince != nil {
@@ -195,25 +205,14 @@ public final class HitchMonitor: Sendable {
     /// The loop is about to sleep, in any mode. In a mode the monitor watches, `beforeWaiting` has ended the stretch
     /// already; in another, nested in a watched run's callback, this ends it, so that the sleep is not counted busy.
     func loopWillSleep() {
-        self.endStretch(staysBusy: false, sleeping: true)
+        self.endStretch(staysBusy: false)
     }
 
     /// The loop has woken, in any mode: busy again if a run the monitor watches is on the stack (in a watched mode,
     /// `afterWaiting` starts the same stretch).
     func loopDidWake() {
-        let now = self.loop.now
-        let isWatchedRunActive = self.loop.runningModes.contains(where: self.watches)
-        self.state.withLock { state in
-            if let from = state.asleepSince {
-                state.earlierSleep = state.laterSleep
-                state.laterSleep = (from, now)
-                state.asleepSince = nil
-            }
-            guard isWatchedRunActive, state.isWatching, !state.isCallingHangHandlers, state.busySince == nil else {
-                return
-            }
-            state.busySince = now
-        }
+        guard self.loop.runningModes.contains(where: self.watches) else { return }
+        self.busyStarts(entering: false)
     }
 
     /// Whether the monitor's observers are in `mode` (the common modes expanded). Loop thread.
@@ -224,13 +223,10 @@ public final class HitchMonitor: Sendable {
     /// Ends the busy stretch under way, if any: counts it, judges the frames that ran in it, and calls the hang
     /// handlers if it was a hang. `staysBusy`: the loop goes on working (a nested run returned to a callback), so a
     /// stretch starts again at once.
-    private func endStretch(staysBusy: Bool, sleeping: Bool = false) {
+    private func endStretch(staysBusy: Bool) {
         let now = self.loop.now
         let mode = self.loop.currentMode ?? .default
         let (hang, handlers) = self.state.withLock { state -> (HangEvent?, [@Sendable (HangEvent) -> Void]) in
-            if sleeping {
-                state.asleepSince = now
-            }
             guard state.isWatching, !state.isCallingHangHandlers else { return (nil, []) }
             var hang: HangEvent?
             if let start = state.busySince {
@@ -253,7 +249,9 @@ public final class HitchMonitor: Sendable {
             }
             if let earliestLate {
                 state.report.totalHitchTime += now - earliestLate
-                state.hitchChargedUntil = now
+            }
+            if let start = state.busySince {
+                state.keep(Stretch(start: start, end: now, mode: mode, isCharged: earliestLate != nil))
             }
             state.pendingTargets.removeAll(keepingCapacity: true)
             state.busySince = staysBusy ? now : nil
@@ -279,46 +277,68 @@ public final class HitchMonitor: Sendable {
     /// The frame counts only in a mode the monitor watches, and not while its hang handlers run (a run nested in one
     /// counts in nothing): its work is not what the monitor judges, so it is neither a hitch nor time in the ratio.
     ///
-    /// The frames it skipped count as ticking time from the instant the loop last switched to its current mode
-    /// (`Loop.modeRunningSince`; runs of one mode one after another continue it): before, the loop ran another mode;
-    /// and not at all when the link joined a mode since its previous frame (`mayHaveBeenInNoMode`). A skipped frame is a hitch
-    /// too, though no callback ran for it, when the loop's work kept it from running: the first skipped frame due
-    /// while the link ticked, and after the last stretch charged with hitch time (one in which a callback overran,
-    /// whose skipped frames are charged already), is judged at the end of this stretch like a callback's, unless the
-    /// loop slept through its target (a sleep that ended late is the system's delay, not the loop's work). Work that
-    /// began after a sleep (an input event's handler, a timer) delays the frames as much as a slow callback does.
+    /// A frame the link skipped is judged by the busy stretch that kept it from running, when its target fell inside
+    /// one: the latest such stretch that ended (charged at once, unless a late frame of its own was charged for that
+    /// time), or else the one under way (judged at its end, unless a frame of it is judged already). That stretch must
+    /// have ended in one of the link's modes: in another, the link was not ticking; and it is not looked for among
+    /// the ended ones when the link joined a mode from none since its previous frame (`mayHaveBeenInNoMode`). The
+    /// first skipped frame whose target the stretch covers is the one judged.
     ///
     /// - Returns: Whether the monitor still watches; the link lets go of one that does not.
     func frameWillRun(_ frame: DisplayFrame, of link: LoopDisplayLink, mayHaveBeenInNoMode: Bool) -> Bool {
         loopPrecondition(self.loop.isCurrent,
                          "HitchMonitor.attach(to:): the display link ticks on another loop than the monitor's")
         let isWatchedMode = self.loop.currentMode.map(self.watches) ?? false
-        // The skipped frames' instants, exact on the link's grid.
-        let firstSkipped = frame.index - Int64(frame.skippedFrames)
-        let running = self.loop.modeRunningSince
-        let tickingSince = !mayHaveBeenInNoMode && running?.mode == self.loop.currentMode
-            ? running?.since ?? frame.timestamp : frame.timestamp
-        let tickingFrom = max(link.instant(ofFrame: firstSkipped), tickingSince)
+        let now = frame.skippedFrames > 0 ? self.loop.now : frame.timestamp
         return self.state.withLock { state in
             guard state.isWatching else { return false }
             guard isWatchedMode && !state.isCallingHangHandlers else { return true }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
-            state.addToFrameSpan(frame, tickingFrom: tickingFrom)
-            if frame.skippedFrames > 0, state.pendingTargets.isEmpty {
-                // After the span's start too: the first frame after a reset counts no skipped time.
-                let from = max(tickingFrom, state.hitchChargedUntil, LoopInstant(nanoseconds: state.firstTimestamp ?? 0))
-                let delayed = link.firstFrame(atOrAfter: from)
-                if delayed < frame.index {
-                    let target = link.instant(ofFrame: delayed + 1)
-                    if !state.wasAsleep(at: target) {
-                        state.pendingTargets.append(target)
-                    }
-                }
+            state.addToFrameSpan(frame)
+            if frame.skippedFrames > 0,
+               mayHaveBeenInNoMode || !Self.chargeSkippedFrames(of: frame, link: link, to: &state),
+               state.pendingTargets.isEmpty, let start = state.busySince,
+               let target = Self.firstSkippedTarget(of: frame, link: link, within: start, now) {
+                state.pendingTargets.append(target)  // the stretch under way: the link calls back in it, so its mode
             }
             state.pendingTargets.append(frame.targetTimestamp)
             return true
         }
+    }
+
+    /// Charges the skipped frames of `frame` to the latest busy stretch that ended with one of their targets inside it,
+    /// if that stretch was in one of the link's modes and not charged already.
+    ///
+    /// - Returns: Whether such a stretch was found (charged now, or not to be charged).
+    private static func chargeSkippedFrames(of frame: DisplayFrame, link: LoopDisplayLink, to state: inout State)
+        -> Bool {
+        for index in state.recentStretches.indices.reversed() {
+            let stretch = state.recentStretches[index]
+            guard let target = Self.firstSkippedTarget(of: frame, link: link, within: stretch.start, stretch.end) else {
+                continue
+            }
+            if !stretch.isCharged && link.isIn(stretch.mode) {
+                state.report.hitches += 1
+                state.report.totalHitchTime += stretch.end - target
+                state.recentStretches[index].isCharged = true
+            }
+            return true
+        }
+        return false
+    }
+
+    /// The target of the first frame `frame` skipped whose target lies strictly between `start` and `end`, on `link`'s
+    /// grid; `nil` if none does.
+    private static func firstSkippedTarget(of frame: DisplayFrame, link: LoopDisplayLink, within start: LoopInstant,
+                                           _ end: LoopInstant) -> LoopInstant? {
+        let firstSkipped = frame.index - Int64(frame.skippedFrames)
+        guard start < end, start < .distantFuture else { return nil }
+        // The first frame whose target is after `start`: the frame before the first grid point after it.
+        let skipped = max(firstSkipped, link.firstFrame(atOrAfter: start + .nanoseconds(1)) - 1)
+        guard skipped < frame.index else { return nil }
+        let target = link.instant(ofFrame: skipped + 1)
+        return target > start && target < end ? target : nil
     }
 }
 

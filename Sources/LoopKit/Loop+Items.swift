@@ -112,8 +112,7 @@ extension Loop {
     public func add(_ link: LoopDisplayLink, forMode mode: LoopMode) -> Bool {
         // The link is kept alive until its timer is attached, whose grid retains it from then on: added from another
         // thread, it would otherwise be freed on the way if the caller keeps no reference.
-        link.noteJoinedMode()
-        return self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)", keepingAlive: link,
+        self.addItem(link.timer, to: mode, kind: "LoopDisplayLink", call: "Loop.add(_:forMode:)", keepingAlive: link,
                      fixingFirstDateOf: link.timer)
     }
 
@@ -253,7 +252,11 @@ extension Loop {
     }
 
     func attach(_ item: any LoopItem, toRealMode mode: LoopMode) {
+        let wasInNoMode = item.modes.isEmpty
         guard item.isValid, item.modes.insert(mode) else { return }
+        if wasInNoMode, let grid = (item as? LoopTimer)?.grid {
+            grid.hasJoinedAModeFromNone = true  // a display link (back) in a mode
+        }
         item.attach(to: self.modeItems(for: mode), loop: self)
     }
 

@@ -33,9 +33,6 @@ extension Loop {
         }
         let items = self.modeItems(for: mode)
         self.runningModes.append(mode)
-        if self.mayHaveMonitor && self.modeRunningSince?.mode != mode {
-            self.modeRunningSince = (mode, self.now)
-        }
         let isHostPass = self.hostPassDepth == self.runningModes.count
         self.state.withLock { $0.enterRun() }
         if !self.hasReached(deadline) {
@@ -44,9 +41,6 @@ extension Loop {
         defer {
             self.state.withLock { $0.leaveRun(isHostPass: isHostPass) }
             self.runningModes.removeLast()
-            if self.mayHaveMonitor, let outer = self.runningModes.last, outer != mode {
-                self.modeRunningSince = (outer, self.now)
-            }
         }
 
         self.notifyObservers(.entry, in: items)

@@ -80,10 +80,6 @@ extension Loop {
 extension Loop {
     /// Adds `monitor` to the monitors told of every sleep. Loop thread.
     func attach(_ monitor: HitchMonitor) {
-        if !self.mayHaveMonitor {
-            // Not kept without a monitor: the mode under way counts from now.
-            self.modeRunningSince = self.runningModes.last.map { ($0, self.now) }
-        }
         self.monitors.append(WeakAttachment(monitor))
     }
 

@@ -55,12 +55,6 @@ public final class Loop: @unchecked Sendable {
     /// The items added to `.common`, by identity: O(1) to add and remove, however many there are.
     var commonItems: [ObjectIdentifier: any LoopItem] = [:]
     @exclusivity(unchecked) var runningModes: [LoopMode] = []
-    /// The mode the loop runs, or ran last, and since when, without a switch to another: a run of another mode began
-    /// or, nested, returned to one of this mode. Runs of the same mode, nested or one after another (a loop driven a
-    /// pass at a time, a host's dispatches), continue it. A display link's frames missed since were missed by a late
-    /// loop, not while its mode was not running. Kept only while a `HitchMonitor` is attached (`mayHaveMonitor`).
-    /// Loop thread.
-    @exclusivity(unchecked) var modeRunningSince: (mode: LoopMode, since: LoopInstant)?
     var lastSequence: UInt64 = 0
     /// While the loop tears down (`end(finalDrain:)`), the callouts its items make on leaving a mode (a source's
     /// `onUnschedule`), run once it has let go of every item; `nil` otherwise (`callOutUnlessTearingDown`).

@@ -29,9 +29,6 @@ public final class LoopDisplayLink: @unchecked Sendable {
     /// Set on resume: the next frame counts only the frames skipped since the resume (paused frames were not missed,
     /// just not wanted).
     private let resumed = Atomic<Bool>(false)
-    /// Set on each add to a mode: the frames skipped before the next frame may have been due while the link was in no
-    /// mode, which a monitor does not count as ticking.
-    private let joinedMode = Atomic<Bool>(false)
     /// Held weakly: a link in a mode is held by its loop, and a monitor holds its loop, so a strong reference would
     /// keep an invalidated monitor, and a loop of the user's own, alive.
     private let monitors = LoopLock<[WeakMonitor]>([])
@@ -152,9 +149,9 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.timer.invalidate()  // lets go of the timer's callback, which holds the link's
     }
 
-    /// Notes that the link joined a mode (`Loop.add(_:forMode:)`). Any thread.
-    func noteJoinedMode() {
-        self.joinedMode.store(true, ordering: .releasing)
+    /// Whether the link is in `mode`. Loop thread.
+    func isIn(_ mode: LoopMode) -> Bool {
+        self.timer.modes.contains(mode)
     }
 
     /// The instant of the link's frame `index`. Loop thread.
@@ -201,10 +198,10 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.timer.grid?.followingSlot = target
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
         if self.hasMonitors.load(ordering: .acquiring) {
-            let hasJoinedMode = self.joinedMode.load(ordering: .relaxed)
-                && self.joinedMode.exchange(false, ordering: .acquiringAndReleasing)
+            let hasJoinedAModeFromNone = self.timer.grid?.hasJoinedAModeFromNone ?? false
+            self.timer.grid?.hasJoinedAModeFromNone = false
             let stopped = self.monitors.withLock { $0 }.filter {
-                $0.monitor?.frameWillRun(frame, of: self, mayHaveBeenInNoMode: hasJoinedMode) != true
+                $0.monitor?.frameWillRun(frame, of: self, mayHaveBeenInNoMode: hasJoinedAModeFromNone) != true
             }
             if !stopped.isEmpty {  // invalidated or freed monitors: let go of them
                 self.monitors.withLock { $0.removeAll { entry in stopped.contains { $0 === entry } } }

@@ -21,6 +21,9 @@ final class TimerGrid: @unchecked Sendable {
     // MARK: Loop thread only
     /// `servedObject`, held while the timer is in a mode (so, whenever it fires) or in the common items.
     @exclusivity(unchecked) var retainedServedObject: AnyObject?
+    /// Set when the timer joins a mode from none, cleared by the served object's next fire: a display link's frames
+    /// skipped since may have been due while it was in no mode (`HitchMonitor`).
+    @exclusivity(unchecked) var hasJoinedAModeFromNone = false
 
     // MARK: Loop thread only, while the timer's callback runs
     /// The slot the timer fires for.
