@@ -4,9 +4,10 @@
 /// at `entry` and `afterWaiting`, starts a busy stretch; one, ordered last, at `beforeWaiting` and `exit`, ends it.
 /// Attached to a display link, it also checks each frame: the frame's work is the busy stretch in which the link's
 /// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much. A
-/// frame the link skipped is a hitch too when a busy stretch, in one of the link's modes and with no callback of the
-/// link in it, went on past the frame's target: the loop's other work (an input handler, a timer) kept the frame from
-/// running, late by the stretch's end less its target (a run of skipped frames is one hitch, as an overrun is).
+/// frame the link skipped is a hitch too when a busy stretch that ended in one of the link's modes went on past the
+/// frame's target: the loop's other work (an input handler, a timer) kept the frame from running, late by the
+/// stretch's end less its target (a run of skipped frames is one hitch, as an overrun is; a stretch charged for a late
+/// callback already is not charged again).
 /// Its cost is a clock read and a lock per observer call. The loop also tells it of every sleep, in any mode: a run of a
 /// mode it does not watch, nested in a callback of one it watches, ends the stretch when it sleeps and starts it again
 /// when it wakes, so that its sleep is not counted busy, and its work is.

@@ -1,12 +1,11 @@
 /// How smooth a loop's frames were: what `HitchMonitor` measured so far.
 ///
 /// A hitch is a frame whose work (the busy stretch of the loop in which its display link's callback ran) finished after
-/// the frame's `targetTimestamp`, or the first of frames the link skipped while its mode ran because other work kept
-/// the loop busy past their target, judged at the end of the stretch in which the link calls back next. Hitch time is
-/// how long frames were late: in each busy stretch, from the earliest late target to the stretch's end, counted once
-/// however many frames were late in it. The hitch time ratio is milliseconds of hitch per second of ticking, the figure
-/// Apple's tools rate: good below 5 ms/s, warning 5–10, critical above 10. Only frames in a mode the monitor watches
-/// count.
+/// the frame's `targetTimestamp`, or the first of frames the link skipped because a busy stretch of other work, in one
+/// of the link's modes, went on past their target. Hitch time is how long frames were late: in each busy stretch, from
+/// the earliest late target to the stretch's end, counted once however many frames were late in it. The hitch time
+/// ratio is milliseconds of hitch per second of frames, the figure Apple's tools rate: good below 5 ms/s, warning 5–10,
+/// critical above 10. Only frames in a mode the monitor watches count.
 public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     /// Display-link callbacks seen in a mode the monitor watches.
     public internal(set) var frames = 0
@@ -18,8 +17,8 @@ public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     /// How long frames were late: per busy stretch, from its earliest late target to its end.
     public internal(set) var totalHitchTime: Duration = .zero
     /// The time the ratio is taken over: what the frames seen cover (each from its target back over the frames it
-    /// skipped since the loop last switched to its mode), counted once however many links there are; not the time
-    /// while a link was paused, or out of its modes, or while the loop ran another mode.
+    /// skipped), counted once however many links there are, so not the time while a link was paused. (Frames skipped
+    /// while none of a link's modes ran count in it too: the span is the frames', not the modes'.)
     public internal(set) var frameSpan: Duration = .zero
     /// Busy stretches of the loop (from waking or entry to sleeping or exit).
     public internal(set) var busyPasses = 0
@@ -48,7 +47,7 @@ public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
         return span
     }
 
-    /// Milliseconds of hitch per second of ticking, `frameSpan` (0 before any frame).
+    /// Milliseconds of hitch per second of frames, `frameSpan` (0 before any frame).
     public var hitchTimeRatio: Double {
         let seconds = HitchReport.seconds(self.frameSpan)
         guard seconds > 0 else { return 0 }
