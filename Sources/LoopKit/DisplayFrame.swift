@@ -8,7 +8,9 @@ public struct DisplayFrame: Sendable, Hashable {
     /// one display at one rate see the same index at the same instant.
     public let index: Int64
     /// How many of the link's frames passed without a callback since the previous one, never replayed: an overrun,
-    /// or a stretch when none of the link's modes was running (or it was in none). Frames while paused do not count.
+    /// other work that kept the loop busy past them, or a stretch when none of the link's modes was running (or it was
+    /// in none). Frames while paused do not count: the first frame after a resume, or after the link was first added,
+    /// counts from the frame it was armed for.
     public let skippedFrames: Int
 
     /// One frame at the link's rate: `targetTimestamp - timestamp`, the frame budget (16.67 ms at 60 Hz).

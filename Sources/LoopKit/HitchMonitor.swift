@@ -4,10 +4,10 @@
 /// at `entry` and `afterWaiting`, starts a busy stretch; one, ordered last, at `beforeWaiting` and `exit`, ends it.
 /// Attached to a display link, it also checks each frame: the frame's work is the busy stretch in which the link's
 /// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much. A
-/// frame the link skipped is a hitch too when a busy stretch that ended in one of the link's modes went on past the
-/// frame's target: the loop's other work (an input handler, a timer) kept the frame from running, late by the
-/// stretch's end less its target (a run of skipped frames is one hitch, as an overrun is; a stretch charged for a late
-/// callback already is not charged again).
+/// frame the link skipped is a hitch too when a busy stretch that began in one of the link's modes, after the frame
+/// fell due, went on past the frame's target: the loop's other work (an input handler, a timer) kept it from running,
+/// late by the stretch's end less its target (a run of skipped frames is one hitch, as an overrun is; a stretch charged
+/// for a late callback already is not charged again).
 /// Its cost is a clock read and a lock per observer call. The loop also tells it of every sleep, in any mode: a run of a
 /// mode it does not watch, nested in a callback of one it watches, ends the stretch when it sleeps and starts it again
 /// when it wakes, so that its sleep is not counted busy, and its work is.
@@ -18,6 +18,8 @@ public final class HitchMonitor: Sendable {
     private struct State {
         var report = HitchReport()
         var busySince: LoopInstant?
+        /// The mode the stretch under way began in (after a nested run that ended it, the mode it returned to).
+        var busyMode = LoopMode.default
         var pendingTargets: [LoopInstant] = []
         var isWatching = true
         /// The first frame's timestamp since the monitor began or was reset: the span starts there.
@@ -28,8 +30,8 @@ public final class HitchMonitor: Sendable {
         /// nothing.
         var isCallingHangHandlers = false
         var hangHandlers: [@Sendable (HangEvent) -> Void] = []
-        /// The last busy stretches that ended, oldest first, each with the mode it ended in and whether frames late in
-        /// it were charged already: a frame skipped while one lasted was skipped for it. Between a frame falling due
+        /// The last busy stretches that ended, oldest first, each with the mode it began in and whether frames late in
+        /// it were charged already: a frame that fell due and was skipped while one lasted was skipped for it. Between a frame falling due
         /// and the link's next callback few stretches end (the one that kept it, a run's first look, a nested run's).
         var recentStretches: [Stretch] = {
             var stretches: [Stretch] = []
@@ -183,12 +185,14 @@ public final class HitchMonitor: Sendable {
 
     private func busyStarts(entering: Bool) {
         let now = self.loop.now
+        let mode = self.loop.currentMode ?? .default
         // An outermost run starts afresh: nothing before it can still be busy.
         let isOutermostEntry = entering && self.loop.runningModes.count == 1
         self.state.withLock { state in
             guard state.isWatching, !state.isCallingHangHandlers else { return }  // invalidated: the report stays
             if state.busySince == nil || isOutermostEntry {
                 state.busySince = now
+                state.busyMode = mode
             }
         }
     }
@@ -200,7 +204,7 @@ public final class HitchMonitor: Sendable {
         // on the stack (whatever the mode of the one around it: its next sleep ends the stretch, `loopWillSleep`).
         let runningModes = self.loop.runningModes
         let staysBusy = exiting && runningModes.dropLast().contains(where: self.watches)
-        self.endStretch(staysBusy: staysBusy)
+        self.endStretch(staysBusy: staysBusy, resumingIn: runningModes.dropLast().last)
     }
 
     /// The loop is about to sleep, in any mode. In a mode the monitor watches, `beforeWaiting` has ended the stretch
@@ -224,7 +228,7 @@ public final class HitchMonitor: Sendable {
     /// Ends the busy stretch under way, if any: counts it, judges the frames that ran in it, and calls the hang
     /// handlers if it was a hang. `staysBusy`: the loop goes on working (a nested run returned to a callback), so a
     /// stretch starts again at once.
-    private func endStretch(staysBusy: Bool) {
+    private func endStretch(staysBusy: Bool, resumingIn resumedMode: LoopMode? = nil) {
         let now = self.loop.now
         let mode = self.loop.currentMode ?? .default
         let (hang, handlers) = self.state.withLock { state -> (HangEvent?, [@Sendable (HangEvent) -> Void]) in
@@ -252,7 +256,10 @@ public final class HitchMonitor: Sendable {
                 state.report.totalHitchTime += now - earliestLate
             }
             if let start = state.busySince {
-                state.keep(Stretch(start: start, end: now, mode: mode, isCharged: earliestLate != nil))
+                state.keep(Stretch(start: start, end: now, mode: state.busyMode, isCharged: earliestLate != nil))
+            }
+            if staysBusy {
+                state.busyMode = resumedMode ?? mode
             }
             state.pendingTargets.removeAll(keepingCapacity: true)
             state.busySince = staysBusy ? now : nil
@@ -278,12 +285,14 @@ public final class HitchMonitor: Sendable {
     /// The frame counts only in a mode the monitor watches, and not while its hang handlers run (a run nested in one
     /// counts in nothing): its work is not what the monitor judges, so it is neither a hitch nor time in the ratio.
     ///
-    /// A frame the link skipped is judged by the busy stretch that kept it from running, when its target fell inside
-    /// one: the latest such stretch that ended (charged at once, unless a late frame of its own was charged for that
-    /// time), or else the one under way (judged at its end, unless a frame of it is judged already). That stretch must
-    /// have ended in one of the link's modes: in another, the link was not ticking; and it is not looked for among
-    /// the ended ones when the link joined a mode from none since its previous frame (`mayHaveBeenInNoMode`). The
-    /// first skipped frame whose target the stretch covers is the one judged.
+    /// A frame the link skipped is a hitch when a busy stretch that began in one of the link's modes kept it waiting:
+    /// the frame fell due after the stretch began, and its target passed before the stretch ended. The stretch under
+    /// way is asked first (the frame is judged at its end, like a callback's, unless a frame of it is judged already),
+    /// then those that ended, the latest first (charged at once); a stretch charged for a late callback already is not
+    /// charged again, and ended ones are not asked when the link joined a mode from none since its previous frame
+    /// (`mayHaveBeenInNoMode`: the frames may have been due while it was in none). The first skipped frame that the
+    /// stretch kept waiting is the one judged. A frame called back while the hang handlers run counts in nothing, but
+    /// the frames it skipped are judged against the stretches that ended (the hang's): no later frame reports them.
     ///
     /// - Returns: Whether the monitor still watches; the link lets go of one that does not.
     func frameWillRun(_ frame: DisplayFrame, of link: LoopDisplayLink, mayHaveBeenInNoMode: Bool) -> Bool {
@@ -293,53 +302,52 @@ public final class HitchMonitor: Sendable {
         let now = frame.skippedFrames > 0 ? self.loop.now : frame.timestamp
         return self.state.withLock { state in
             guard state.isWatching else { return false }
-            guard isWatchedMode && !state.isCallingHangHandlers else { return true }
+            guard isWatchedMode else { return true }
+            guard !state.isCallingHangHandlers else {
+                if frame.skippedFrames > 0 && !mayHaveBeenInNoMode {
+                    Self.chargeEndedStretch(for: frame, of: link, to: &state)
+                }
+                return true
+            }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
             state.addToFrameSpan(frame)
-            if frame.skippedFrames > 0,
-               mayHaveBeenInNoMode || !Self.chargeSkippedFrames(of: frame, link: link, to: &state),
-               state.pendingTargets.isEmpty, let start = state.busySince,
-               let target = Self.firstSkippedTarget(of: frame, link: link, within: start, now) {
-                state.pendingTargets.append(target)  // the stretch under way: the link calls back in it, so its mode
+            if frame.skippedFrames > 0 {
+                if state.pendingTargets.isEmpty, let start = state.busySince, link.isIn(state.busyMode),
+                   let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: start, to: now) {
+                    state.pendingTargets.append(target)
+                } else if !mayHaveBeenInNoMode {
+                    Self.chargeEndedStretch(for: frame, of: link, to: &state)
+                }
             }
             state.pendingTargets.append(frame.targetTimestamp)
             return true
         }
     }
 
-    /// Charges the skipped frames of `frame` to the latest busy stretch that ended with one of their targets inside it,
-    /// if that stretch was in one of the link's modes and not charged already.
-    ///
-    /// - Returns: Whether such a stretch was found (charged now, or not to be charged).
-    private static func chargeSkippedFrames(of frame: DisplayFrame, link: LoopDisplayLink, to state: inout State)
-        -> Bool {
+    /// Charges one of the frames `frame` skipped to the latest busy stretch that ended, began in one of the link's
+    /// modes, was not charged already, and kept one of them waiting.
+    private static func chargeEndedStretch(for frame: DisplayFrame, of link: LoopDisplayLink, to state: inout State) {
         for index in state.recentStretches.indices.reversed() {
             let stretch = state.recentStretches[index]
-            guard let target = Self.firstSkippedTarget(of: frame, link: link, within: stretch.start, stretch.end) else {
-                continue
-            }
-            if !stretch.isCharged && link.isIn(stretch.mode) {
-                state.report.hitches += 1
-                state.report.totalHitchTime += stretch.end - target
-                state.recentStretches[index].isCharged = true
-            }
-            return true
+            guard !stretch.isCharged, link.isIn(stretch.mode),
+                  let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: stretch.start, to: stretch.end)
+            else { continue }
+            state.report.hitches += 1
+            state.report.totalHitchTime += stretch.end - target
+            state.recentStretches[index].isCharged = true
+            return
         }
-        return false
     }
 
-    /// The target of the first frame `frame` skipped whose target lies strictly between `start` and `end`, on `link`'s
-    /// grid; `nil` if none does.
-    private static func firstSkippedTarget(of frame: DisplayFrame, link: LoopDisplayLink, within start: LoopInstant,
-                                           _ end: LoopInstant) -> LoopInstant? {
-        let firstSkipped = frame.index - Int64(frame.skippedFrames)
-        guard start < end, start < .distantFuture else { return nil }
-        // The first frame whose target is after `start`: the frame before the first grid point after it.
-        let skipped = max(firstSkipped, link.firstFrame(atOrAfter: start + .nanoseconds(1)) - 1)
+    /// The target of the first frame `frame` skipped that a busy stretch from `start` to `end` kept waiting: one that
+    /// fell due at or after `start`, on `link`'s grid, and whose target came before `end`; `nil` if there is none.
+    private static func firstTargetKeptWaiting(of frame: DisplayFrame, link: LoopDisplayLink, from start: LoopInstant,
+                                               to end: LoopInstant) -> LoopInstant? {
+        let skipped = max(frame.index - Int64(frame.skippedFrames), link.firstFrame(atOrAfter: start))
         guard skipped < frame.index else { return nil }
         let target = link.instant(ofFrame: skipped + 1)
-        return target > start && target < end ? target : nil
+        return target < end ? target : nil
     }
 }
 

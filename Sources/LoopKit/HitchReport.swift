@@ -9,10 +9,11 @@
 public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     /// Display-link callbacks seen in a mode the monitor watches.
     public internal(set) var frames = 0
-    /// Frames the link skipped (`DisplayFrame.skippedFrames`: a callback overran, or its mode was not running).
+    /// Frames the link skipped (`DisplayFrame.skippedFrames`: a callback overran, other work kept the loop busy, or
+    /// its mode was not running).
     public internal(set) var skippedFrames = 0
-    /// Frames whose work finished after their target, and runs of frames skipped for the loop's other work, one
-    /// each (a target two links share counts once).
+    /// Frames whose work finished after their target (a target two links share counts once), and runs of frames
+    /// skipped while other work kept the loop busy past them (one per busy stretch).
     public internal(set) var hitches = 0
     /// How long frames were late: per busy stretch, from its earliest late target to its end.
     public internal(set) var totalHitchTime: Duration = .zero

@@ -252,11 +252,7 @@ extension Loop {
     }
 
     func attach(_ item: any LoopItem, toRealMode mode: LoopMode) {
-        let wasInNoMode = item.modes.isEmpty
         guard item.isValid, item.modes.insert(mode) else { return }
-        if wasInNoMode, let grid = (item as? LoopTimer)?.grid {
-            grid.hasJoinedAModeFromNone = true  // a display link (back) in a mode
-        }
         item.attach(to: self.modeItems(for: mode), loop: self)
     }
 

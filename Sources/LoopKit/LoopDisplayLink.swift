@@ -195,11 +195,14 @@ public final class LoopDisplayLink: @unchecked Sendable {
         self.previousIndex = index
         self.previousTarget = target
         // The timer's next slot, unless the callback overruns it: the grid need not work it out again.
-        self.timer.grid?.followingSlot = target
+        let grid = self.timer.grid
+        grid?.followingSlot = target
+        let hasJoinedAModeFromNone = grid?.hasJoinedAModeFromNone ?? false
+        if hasJoinedAModeFromNone {
+            grid?.hasJoinedAModeFromNone = false  // cleared by every frame, so a monitor attached later reads it fresh
+        }
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
         if self.hasMonitors.load(ordering: .acquiring) {
-            let hasJoinedAModeFromNone = self.timer.grid?.hasJoinedAModeFromNone ?? false
-            self.timer.grid?.hasJoinedAModeFromNone = false
             let stopped = self.monitors.withLock { $0 }.filter {
                 $0.monitor?.frameWillRun(frame, of: self, mayHaveBeenInNoMode: hasJoinedAModeFromNone) != true
             }

@@ -420,6 +420,9 @@ extension LoopTimer: LoopItem {
         self.resolveFireDate { loop.now }  // normally done by `Loop.add` already, on the calling thread
         self.pendingRequeue.store(PendingRequeue.none.rawValue, ordering: .relaxed)  // a re-arm lost with an ended loop must not block these
         self.holdServedObjectWhileScheduled(loop: loop)
+        if self.modes.count == 1, let grid = self.grid {
+            grid.hasJoinedAModeFromNone = true  // a display link (back) in a mode, from none: see `HitchMonitor`
+        }
         let slot = items.timers.add(self)
         self.memberships.append(modeIndex: items.index, slot: slot)
         items.timers.schedule(slot: slot, at: self.nextFire())

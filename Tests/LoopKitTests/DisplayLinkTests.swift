@@ -583,6 +583,94 @@ struct HitchMonitorTests {
         #expect(report.totalHitchTime == end - firstSkippedTarget)
     }
 
+    /// The work of a default-mode handler before it runs `tracking` nested is default's: a link only in `tracking`
+    /// was not ticking then, and the frames it skipped are no hitch of its.
+    @Test func workInAModeTheLinkIsNotInIsNoHitchOfIts() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        let link = LoopDisplayLink(display: .default) { _, _ in }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .tracking)
+        let start = clock.now
+        loop.add(LoopTimer(interval: .milliseconds(52), repeats: true, on: loop.assumeIsolated()) { _ in
+            clock.advance(by: .milliseconds(30))
+            loop.run(mode: .tracking, before: clock.now + .milliseconds(20))
+        }, forMode: .default)
+        loop.run(mode: .default, before: start + .milliseconds(150))
+        #expect(monitor.report.frames > 0)
+        #expect(monitor.report.hitches == 0)
+    }
+
+    /// Frames skipped by an overrun are the overrun's hitch: a short piece of work right after, on the frame the link
+    /// is next due, does not charge them again.
+    @Test func framesAnOverrunSkippedAreNotChargedAgainToWorkAfterIt() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let display = LoopDisplay.default
+        let monitor = HitchMonitor(loop: loop)
+        let heavy = display.nextFrame(after: clock.now + .milliseconds(50), refreshesPerFrame: 1)
+        let link = LoopDisplayLink(display: display) { _, frame in
+            if frame.index == heavy.index { clock.advance(by: .milliseconds(12)) }  // overruns the next frame
+        }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        // Just before the frame the link is next due (two after the heavy one), 0.5 ms of other work.
+        let next = display.instant(ofFrame: heavy.index + 2, refreshesPerFrame: 1)
+        loop.add(LoopTimer(fireAt: next - .microseconds(200)) { _ in clock.advance(by: .microseconds(500)) },
+                 forMode: .default)
+        loop.run(mode: .default, before: heavy.instant + .milliseconds(100))
+        let report = monitor.report
+        #expect(report.skippedFrames == 1)
+        #expect(report.hitches == 1)
+        #expect(report.totalHitchTime == heavy.instant + .milliseconds(12)
+            - display.instant(ofFrame: heavy.index + 1, refreshesPerFrame: 1))
+    }
+
+    /// A hang handler may run the loop nested (an alert): the link's first frame then comes in that run, and counts in
+    /// nothing, but the frames the hang kept waiting are still its hitch.
+    @Test func aHangThatDelaysFramesIsAHitchWhenItsHandlerRunsTheLoop() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        monitor.onHang { _ in loop.run(mode: .default, before: loop.now + .milliseconds(50)) }
+        let link = LoopDisplayLink(display: .default) { _, _ in }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        let start = clock.now
+        loop.add(LoopTimer(interval: .milliseconds(52)) { _ in clock.advance(by: .milliseconds(300)) },
+                 forMode: .default)
+        loop.run(mode: .default, before: start + .milliseconds(500))
+        let report = monitor.report
+        #expect(report.hangs == 1)
+        #expect(report.hitches == 1)
+        let firstSkippedTarget = LoopDisplay.default.instant(
+            ofFrame: LoopDisplay.default.nextFrame(after: start + .milliseconds(52), refreshesPerFrame: 1).index + 1,
+            refreshesPerFrame: 1)
+        #expect(report.totalHitchTime == start + .milliseconds(352) - firstSkippedTarget)
+    }
+
+    /// A monitor attached to a link that has ticked for a while judges the next skipped frames as any others.
+    @Test func aMonitorAttachedToATickingLinkSeesItsHitches() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let link = LoopDisplayLink(display: .default) { _, _ in }
+        loop.add(link, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let start = clock.now
+        loop.run(mode: .default, before: start + .milliseconds(100))
+        let monitor = HitchMonitor(loop: loop)
+        monitor.attach(to: link)
+        loop.add(LoopTimer(interval: .milliseconds(52)) { _ in clock.advance(by: .milliseconds(30)) },
+                 forMode: .default)
+        loop.run(mode: .default, before: clock.now + .milliseconds(150))
+        #expect(monitor.report.hitches == 1)
+    }
+
     /// A link taken out of its mode and put back later was not ticking in between: the work that followed its removal
     /// is no hitch of its, though its first frame back says how many grid points passed.
     @Test func workWhileALinkIsOutOfItsModeIsNoHitch() throws {
