@@ -4,8 +4,8 @@
 /// at `entry` and `afterWaiting`, starts a busy stretch; one, ordered last, at `beforeWaiting` and `exit`, ends it.
 /// Attached to a display link, it also checks each frame: the frame's work is the busy stretch in which the link's
 /// callback ran, and if that stretch ends after the frame's `targetTimestamp`, the frame is a hitch by that much. A
-/// frame the link skipped is a hitch too when a busy stretch that began in one of the link's modes, after the frame
-/// fell due, went on past the frame's target: the loop's other work (an input handler, a timer) kept it from running,
+/// frame the link skipped is a hitch too when a busy stretch that began in one of the link's modes before the frame
+/// fell due went on past the frame's target: the loop's other work (an input handler, a timer) kept it from running,
 /// late by the stretch's end less its target (a run of skipped frames is one hitch, as an overrun is; a stretch charged
 /// for a late callback already is not charged again).
 /// Its cost is a clock read and a lock per observer call. The loop also tells it of every sleep, in any mode: a run of a
@@ -22,8 +22,8 @@ public final class HitchMonitor: Sendable {
         var busyMode = LoopMode.default
         var pendingTargets: [LoopInstant] = []
         var isWatching = true
-        /// The first frame's timestamp since the monitor began or was reset: the span starts there.
-        var firstTimestamp: UInt64?
+        /// When the monitor began, or was reset: the span, and the frames judged, start there.
+        var countsFrom: UInt64 = 0
         /// The end of the time the frames seen so far cover (`addToFrameSpan`).
         var coveredUntil: UInt64 = 0
         /// Set while hang handlers run: what a run of the loop nested in one does (busy stretches, frames) counts in
@@ -39,6 +39,11 @@ public final class HitchMonitor: Sendable {
             return stretches
         }()
 
+        /// `instant`, or when the monitor began or was reset if later: a frame due before is in no span, and no hitch.
+        func spanned(_ instant: LoopInstant) -> LoopInstant {
+            max(instant, LoopInstant(nanoseconds: self.countsFrom))
+        }
+
         /// Keeps a busy stretch that ended, forgetting the oldest beyond `stretchesKept` (no allocation after the
         /// first). One of no length is not kept: no frame's target lies inside it.
         mutating func keep(_ stretch: Stretch) {
@@ -51,15 +56,14 @@ public final class HitchMonitor: Sendable {
 
         /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames, to its target,
         /// less what earlier frames (of any attached link) covered. So time paused, when a resumed link's first frame
-        /// counts no skipped frames, is left out, and so is the time before the monitor's first frame.
+        /// counts only the frames skipped since, is left out, and so is the time before the monitor began or was reset.
         mutating func addToFrameSpan(_ frame: DisplayFrame) {
             let timestamp = frame.timestamp.nanoseconds
             let target = frame.targetTimestamp.nanoseconds
             let (skippedTime, overflow) = (target &- timestamp).multipliedReportingOverflow(
                 by: UInt64(max(0, frame.skippedFrames)))
-            let first = self.firstTimestamp ?? timestamp
-            self.firstTimestamp = first
-            let from = max(timestamp - min(overflow ? .max : skippedTime, timestamp), first, self.coveredUntil)
+            let from = max(timestamp - min(overflow ? .max : skippedTime, timestamp), self.countsFrom,
+                           self.coveredUntil)
             if target > from {
                 self.report.frameSpan += .nanoseconds(Int64(clamping: target - from))
             }
@@ -109,6 +113,8 @@ public final class HitchMonitor: Sendable {
         }
         self.observers = observers
         box.monitor = self
+        let start = loop.now
+        self.state.withLock { $0.countsFrom = start.nanoseconds }
         // Told of every sleep, in every mode, too: see `loopWillSleep`.
         loop.onLoopThread { [weak self] loop in
             guard let self, self.state.withLock({ $0.isWatching }) else { return }  // invalidated or freed before
@@ -151,7 +157,7 @@ public final class HitchMonitor: Sendable {
             state.report = HitchReport()
             state.pendingTargets = []
             state.recentStretches.removeAll(keepingCapacity: true)
-            state.firstTimestamp = nil
+            state.countsFrom = now.nanoseconds
             state.coveredUntil = 0
             if state.busySince != nil {
                 state.busySince = now  // a stretch under way counts from here
@@ -231,6 +237,7 @@ public final class HitchMonitor: Sendable {
     private func endStretch(staysBusy: Bool, resumingIn resumedMode: LoopMode? = nil) {
         let now = self.loop.now
         let mode = self.loop.currentMode ?? .default
+        let runningModes = self.loop.runningModes
         let (hang, handlers) = self.state.withLock { state -> (HangEvent?, [@Sendable (HangEvent) -> Void]) in
             guard state.isWatching, !state.isCallingHangHandlers else { return (nil, []) }
             var hang: HangEvent?
@@ -256,7 +263,10 @@ public final class HitchMonitor: Sendable {
                 state.report.totalHitchTime += now - earliestLate
             }
             if let start = state.busySince {
-                state.keep(Stretch(start: start, end: now, mode: state.busyMode, isCharged: earliestLate != nil))
+                // A run the monitor does not watch may have begun the stretch and returned since, unseen: the mode the
+                // work went on in is then the one running now.
+                let stretchMode = runningModes.contains(state.busyMode) ? state.busyMode : mode
+                state.keep(Stretch(start: start, end: now, mode: stretchMode, isCharged: earliestLate != nil))
             }
             if staysBusy {
                 state.busyMode = resumedMode ?? mode
@@ -313,9 +323,11 @@ public final class HitchMonitor: Sendable {
             state.report.skippedFrames += frame.skippedFrames
             state.addToFrameSpan(frame)
             if frame.skippedFrames > 0 {
-                if state.pendingTargets.isEmpty, let start = state.busySince, link.isIn(state.busyMode),
-                   let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: start, to: now) {
-                    state.pendingTargets.append(target)
+                if let start = state.busySince, link.isIn(state.busyMode),
+                   let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: state.spanned(start), to: now) {
+                    if !state.pendingTargets.contains(where: { $0 <= target }) {  // not judged already
+                        state.pendingTargets.append(target)
+                    }
                 } else if !mayHaveBeenInNoMode {
                     Self.chargeEndedStretch(for: frame, of: link, to: &state)
                 }
@@ -331,7 +343,8 @@ public final class HitchMonitor: Sendable {
         for index in state.recentStretches.indices.reversed() {
             let stretch = state.recentStretches[index]
             guard !stretch.isCharged, link.isIn(stretch.mode),
-                  let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: stretch.start, to: stretch.end)
+                  let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: state.spanned(stretch.start),
+                                                           to: stretch.end)
             else { continue }
             state.report.hitches += 1
             state.report.totalHitchTime += stretch.end - target

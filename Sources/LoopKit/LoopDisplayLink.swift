@@ -189,6 +189,7 @@ public final class LoopDisplayLink: @unchecked Sendable {
         let (index, timestamp, target) = self.frame(firedFor: slot, now: now)
         // The first frame after an add or a resume counts from the frame it was armed for (`slot`, the first grid
         // point after the add or resume): frames the loop missed since then are skipped, earlier ones were not wanted.
+        let isFirstFrame = self.previousIndex == nil
         let previous = self.previousIndex
             ?? self.display.frameIndex(atOrBefore: slot, refreshesPerFrame: self.refreshesPerFrame) - 1
         let skipped = max(0, Int(index - 1 - previous))
@@ -197,14 +198,17 @@ public final class LoopDisplayLink: @unchecked Sendable {
         // The timer's next slot, unless the callback overruns it: the grid need not work it out again.
         let grid = self.timer.grid
         grid?.followingSlot = target
+        // Back in a mode from none, a link counts the frames it was in none as skipped; a first frame (after an add or
+        // a resume) does not: it counts from the slot it was armed for.
         let hasJoinedAModeFromNone = grid?.hasJoinedAModeFromNone ?? false
         if hasJoinedAModeFromNone {
             grid?.hasJoinedAModeFromNone = false  // cleared by every frame, so a monitor attached later reads it fresh
         }
+        let mayHaveBeenInNoMode = hasJoinedAModeFromNone && !isFirstFrame
         let frame = DisplayFrame(timestamp: timestamp, targetTimestamp: target, index: index, skippedFrames: skipped)
         if self.hasMonitors.load(ordering: .acquiring) {
             let stopped = self.monitors.withLock { $0 }.filter {
-                $0.monitor?.frameWillRun(frame, of: self, mayHaveBeenInNoMode: hasJoinedAModeFromNone) != true
+                $0.monitor?.frameWillRun(frame, of: self, mayHaveBeenInNoMode: mayHaveBeenInNoMode) != true
             }
             if !stopped.isEmpty {  // invalidated or freed monitors: let go of them
                 self.monitors.withLock { $0.removeAll { entry in stopped.contains { $0 === entry } } }

@@ -671,6 +671,93 @@ struct HitchMonitorTests {
         #expect(monitor.report.hitches == 1)
     }
 
+    /// A handler that adds a link and then works: the frames due after the add that the work kept waiting are a hitch
+    /// (the link's first frame counts them from the slot it was armed for).
+    @Test func workRightAfterALinkIsAddedThatDelaysItsFirstFramesIsAHitch() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        let link = LoopDisplayLink(display: .default) { _, _ in }
+        monitor.attach(to: link)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: .default)
+        let start = clock.now
+        var added: LoopInstant?
+        loop.add(LoopTimer(interval: .milliseconds(52), on: loop.assumeIsolated()) { _ in
+            loop.add(link, forMode: .default)
+            added = clock.now
+            clock.advance(by: .milliseconds(50))  // laying out the new view
+        }, forMode: .default)
+        loop.run(mode: .default, before: start + .milliseconds(150))
+        let addedAt = try #require(added)
+        let firstSlot = LoopDisplay.default.nextFrame(after: addedAt, refreshesPerFrame: 1)
+        let report = monitor.report
+        #expect(report.skippedFrames >= 5)
+        #expect(report.hitches == 1)
+        #expect(report.totalHitchTime == addedAt + .milliseconds(50)
+            - LoopDisplay.default.instant(ofFrame: firstSlot.index + 1, refreshesPerFrame: 1))
+    }
+
+    /// Two links of one display at 120 and 60 Hz, due together, and a timer that shares their wake-up and works first:
+    /// the 60 Hz frame is on time, but the 120 Hz frames it kept waiting are a hitch.
+    @Test func aLinkOnTimeDoesNotHideAnotherLinksSkippedFrames() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let display = LoopDisplay.default
+        let monitor = HitchMonitor(loop: loop)
+        let slow = LoopDisplayLink(display: display, preferredRate: 60) { _, _ in }
+        let fast = LoopDisplayLink(display: display, preferredRate: 120) { _, _ in }
+        monitor.attach(to: slow)
+        monitor.attach(to: fast)
+        loop.add(slow, forMode: .default)
+        loop.add(fast, forMode: .default)
+        // A grid point both links fire on, well after the start; the timer is due just before it and may wait for it.
+        let both = display.nextFrame(after: clock.now + .milliseconds(50), refreshesPerFrame: 2)
+        let instant = display.instant(ofFrame: both.index * 2, refreshesPerFrame: 1)
+        var workEnd: LoopInstant?
+        loop.add(LoopTimer(fireAt: instant - .microseconds(100), tolerance: .milliseconds(1),
+                           on: loop.assumeIsolated()) { _ in
+            clock.advance(by: .milliseconds(15))
+            workEnd = clock.now
+        }, forMode: .default)
+        loop.run(mode: .default, before: instant + .milliseconds(60))
+        let end = try #require(workEnd)
+        let report = monitor.report
+        #expect(report.hitches == 1)
+        // The 120 Hz frame due at the shared instant was kept waiting past its target.
+        #expect(report.totalHitchTime == end - display.instant(ofFrame: both.index * 2 + 1, refreshesPerFrame: 1))
+    }
+
+    /// A default-mode handler that waits a moment in a private mode (which the monitor does not watch) and then works:
+    /// the work is default's, and the frames it kept waiting are the default link's hitch.
+    @Test func workAfterARunOfAnUnwatchedModeIsChargedToTheModeItWentOnIn() throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let privateMode = LoopMode("private-wait")
+        let monitor = HitchMonitor(loop: loop)  // default and tracking
+        let link = LoopDisplayLink(display: .default) { _, _ in }
+        monitor.attach(to: link)
+        loop.add(link, forMode: .default)
+        loop.add(LoopTimer(interval: .seconds(3600)) { _ in }, forMode: privateMode)
+        let start = clock.now
+        var work: (from: LoopInstant, to: LoopInstant)?
+        loop.add(LoopTimer(interval: .milliseconds(52), on: loop.assumeIsolated()) { _ in
+            loop.run(mode: privateMode, before: clock.now + .milliseconds(5))
+            let from = clock.now
+            clock.advance(by: .milliseconds(40))
+            work = (from, clock.now)
+        }, forMode: .default)
+        loop.run(mode: .default, before: start + .milliseconds(150))
+        let (from, to) = try #require(work)
+        let firstKept = LoopDisplay.default.nextFrame(after: from, refreshesPerFrame: 1)
+        let report = monitor.report
+        #expect(report.hitches == 1)
+        #expect(report.totalHitchTime == to - LoopDisplay.default.instant(ofFrame: firstKept.index + 1,
+                                                                           refreshesPerFrame: 1))
+    }
+
     /// A link taken out of its mode and put back later was not ticking in between: the work that followed its removal
     /// is no hitch of its, though its first frame back says how many grid points passed.
     @Test func workWhileALinkIsOutOfItsModeIsNoHitch() throws {
