@@ -31,8 +31,9 @@ public final class HitchMonitor: Sendable {
         var isCallingHangHandlers = false
         var hangHandlers: [@Sendable (HangEvent) -> Void] = []
         /// The last busy stretches that ended, oldest first, each with the mode it began in and whether frames late in
-        /// it were charged already: a frame that fell due and was skipped while one lasted was skipped for it. Between a frame falling due
-        /// and the link's next callback few stretches end (the one that kept it, a run's first look, a nested run's).
+        /// it were charged already: a frame that fell due and was skipped while one lasted was skipped for it. Between
+        /// a frame falling due and the link's next callback few stretches end (the one that kept it, a run's first
+        /// look, a nested run's).
         var recentStretches: [Stretch] = {
             var stretches: [Stretch] = []
             stretches.reserveCapacity(HitchMonitor.stretchesKept)
@@ -324,7 +325,8 @@ public final class HitchMonitor: Sendable {
             state.addToFrameSpan(frame)
             if frame.skippedFrames > 0 {
                 if let start = state.busySince, link.isIn(state.busyMode),
-                   let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: state.spanned(start), to: now) {
+                   let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: state.spanned(start),
+                                                            to: now) {
                     if !state.pendingTargets.contains(where: { $0 <= target }) {  // not judged already
                         state.pendingTargets.append(target)
                     }

@@ -220,14 +220,11 @@ extension Loop {
         // A host loop iterated from a callback of this run (GLib's, from a timer) may have announced a wait through
         // its driver and not dispatched: this run's wait replaces it.
         self.endHostWait()
-        // A `beforeWaiting` observer or a hang handler may have emptied the mode (invalidated its last timer, say):
-        // nothing could end the sleep then, and the run finishes instead (DESIGN §2), after `afterWaiting`.
-        if self.isEmpty(items) {
+        // Only a look when a `beforeWaiting` observer or a hang handler emptied the mode (invalidated its last timer,
+        // say: nothing could end the sleep, and the run finishes after `afterWaiting`, DESIGN §2), or when a nested
+        // run took work the outer pass did not reach.
+        if self.isEmpty(items) || self.hasTakenWork(for: items.mode) {
             self.look(in: items, into: &ready)
-            return false
-        }
-        if self.hasTakenWork(for: items.mode) {
-            self.look(in: items, into: &ready)  // a nested run took work the outer pass did not reach
             return false
         }
         while true {
