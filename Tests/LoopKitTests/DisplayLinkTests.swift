@@ -456,30 +456,13 @@ struct HitchMonitorTests {
     /// of the link is slow: a timer fires between two frames and keeps the loop busy for 30 ms, so the frames due
     /// meanwhile are skipped, and the first of them is late from its target to the end of that work.
     @Test func workBetweenFramesThatDelaysThemIsAHitch() throws {
-        let clock = ManualLoopClock()
-        let loop = try Loop(clock: clock)
-        defer { loop.invalidate() }
-        let monitor = HitchMonitor(loop: loop)
-        var frames: [DisplayFrame] = []
-        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { _, frame in frames.append(frame) }
-        monitor.attach(to: link)
-        loop.add(link, forMode: .default)
-        let start = clock.now
-        var busy: (from: LoopInstant, to: LoopInstant)?
-        loop.add(LoopTimer(interval: .milliseconds(52), on: loop.assumeIsolated()) { _ in
-            let from = clock.now
-            clock.advance(by: .milliseconds(30))  // an input handler's work, say
-            busy = (from, clock.now)
-        }, forMode: .default)
-        loop.run(mode: .default, before: start + .milliseconds(150))
-
-        let work = try #require(busy)
+        let (work, frames, report) = try Self.workBetweenFrames { loop, _, start in
+            loop.run(mode: .default, before: start + .milliseconds(150))
+        }
         let delayed = try #require(frames.first { $0.timestamp > work.from })
         #expect(delayed.skippedFrames == 2, "30 ms at 120 Hz, from 2 ms after a frame")
-        let firstSkippedTarget = LoopDisplay.default.instant(
-            ofFrame: delayed.index - Int64(delayed.skippedFrames) + 1, refreshesPerFrame: 1)
+        let firstSkippedTarget = Self.firstSkippedTarget(of: delayed)
         #expect(firstSkippedTarget > work.from && firstSkippedTarget < work.to)
-        let report = monitor.report
         #expect(report.hitches == 1)
         #expect(report.totalHitchTime == work.to - firstSkippedTarget)
         #expect(report.skippedFrames == 2)
@@ -489,32 +472,49 @@ struct HitchMonitorTests {
         #expect(report.rating == .critical)
     }
 
-    /// The same when the loop is driven a pass at a time (as a host loop's dispatches drive it): runs of the link's
-    /// mode one after another are one stretch of ticking.
-    @Test func workBetweenFramesIsAHitchWhenTheLoopRunsAPassAtATime() throws {
+    /// The scenario of the tests above and below: a 120 Hz link in `default` on a manual clock, watched by a monitor;
+    /// a timer 52 ms after the start keeps the loop busy for 30 ms; `drive` runs the loop (on the clock it is given)
+    /// from `start` for 150 ms.
+    ///
+    /// - Returns: When the timer's work began and ended, the link's frames, and the monitor's report.
+    private static func workBetweenFrames(
+        drive: (Loop, ManualLoopClock, LoopInstant) -> Void
+    ) throws -> (work: (from: LoopInstant, to: LoopInstant), frames: [DisplayFrame], report: HitchReport) {
         let clock = ManualLoopClock()
         let loop = try Loop(clock: clock)
         defer { loop.invalidate() }
         let monitor = HitchMonitor(loop: loop)
-        var frames: [DisplayFrame] = []
-        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { _, frame in frames.append(frame) }
+        let frames = Recorder<DisplayFrame>()
+        let link = LoopDisplayLink(display: .default) { _, frame in frames.append(frame) }
         monitor.attach(to: link)
         loop.add(link, forMode: .default)
-        let end = clock.now + .milliseconds(150)
-        var busy: (from: LoopInstant, to: LoopInstant)?
-        loop.add(LoopTimer(interval: .milliseconds(52), on: loop.assumeIsolated()) { _ in
+        let start = clock.now
+        let busy = Recorder<(from: LoopInstant, to: LoopInstant)>()
+        loop.add(LoopTimer(interval: .milliseconds(52)) { _ in
             let from = clock.now
-            clock.advance(by: .milliseconds(30))
-            busy = (from, clock.now)
+            clock.advance(by: .milliseconds(30))  // an input handler's work, say
+            busy.append((from, clock.now))
         }, forMode: .default)
-        while clock.now < end {
-            loop.run(mode: .default, before: min(clock.now + .milliseconds(1), end))
-        }
+        drive(loop, clock, start)
+        return (try #require(busy.elements.first), frames.elements, monitor.report)
+    }
 
-        let work = try #require(busy)
+    /// The target of the first frame `frame` skipped, on `display`'s grid at its maximum rate.
+    private static func firstSkippedTarget(of frame: DisplayFrame, on display: LoopDisplay = .default) -> LoopInstant {
+        display.instant(ofFrame: frame.index - Int64(frame.skippedFrames) + 1, refreshesPerFrame: 1)
+    }
+
+    /// The same when the loop is driven a pass at a time (as a host loop's dispatches drive it): runs of the link's
+    /// mode one after another are one stretch of ticking.
+    @Test func workBetweenFramesIsAHitchWhenTheLoopRunsAPassAtATime() throws {
+        let (work, frames, report) = try Self.workBetweenFrames { loop, clock, start in
+            let end = start + .milliseconds(150)
+            while clock.now < end {
+                loop.run(mode: .default, before: min(clock.now + .milliseconds(1), end))
+            }
+        }
         let delayed = try #require(frames.first { $0.timestamp > work.from })
         #expect(delayed.skippedFrames == 2)
-        let report = monitor.report
         #expect(report.hitches == 1)
         let firstSkippedTarget = LoopDisplay.default.instant(ofFrame: delayed.index - 1, refreshesPerFrame: 1)
         #expect(report.totalHitchTime == work.to - firstSkippedTarget)
@@ -576,8 +576,7 @@ struct HitchMonitorTests {
         let end = try #require(workEnd)
         let delayed = try #require(frames.first { $0.timestamp > start + .milliseconds(52) })
         #expect(delayed.skippedFrames == 2)
-        let firstSkippedTarget = LoopDisplay.default.instant(
-            ofFrame: delayed.index - Int64(delayed.skippedFrames) + 1, refreshesPerFrame: 1)
+        let firstSkippedTarget = Self.firstSkippedTarget(of: delayed)
         let report = monitor.report
         #expect(report.hitches == 1)
         #expect(report.totalHitchTime == end - firstSkippedTarget)
@@ -787,34 +786,16 @@ struct HitchMonitorTests {
     /// A loop driven by a host's dispatches (each a run that only looks, `before: now`) with the host's own wait in
     /// between: work in one dispatch that keeps the frames from running is a hitch all the same.
     @Test func workInAHostsDispatchThatDelaysFramesIsAHitch() throws {
-        let clock = ManualLoopClock()
-        let loop = try Loop(clock: clock)
-        defer { loop.invalidate() }
-        let monitor = HitchMonitor(loop: loop)
-        var frames: [DisplayFrame] = []
-        let link = LoopDisplayLink(display: .default, on: loop.assumeIsolated()) { _, frame in frames.append(frame) }
-        monitor.attach(to: link)
-        loop.add(link, forMode: .default)
-        let end = clock.now + .milliseconds(150)
-        var busy: (from: LoopInstant, to: LoopInstant)?
-        loop.add(LoopTimer(interval: .milliseconds(52), on: loop.assumeIsolated()) { _ in
-            let from = clock.now
-            clock.advance(by: .milliseconds(30))
-            busy = (from, clock.now)
-        }, forMode: .default)
-        while clock.now < end {
-            loop.run(mode: .default, before: clock.now)
-            clock.advance(by: .milliseconds(1))  // the host's own wait
+        let (work, frames, report) = try Self.workBetweenFrames { loop, clock, start in
+            while clock.now < start + .milliseconds(150) {
+                loop.run(mode: .default, before: clock.now)
+                clock.advance(by: .milliseconds(1))  // the host's own wait
+            }
         }
-
-        let work = try #require(busy)
         let delayed = try #require(frames.first { $0.timestamp > work.from })
         #expect(delayed.skippedFrames >= 2)
-        let firstSkippedTarget = LoopDisplay.default.instant(
-            ofFrame: delayed.index - Int64(delayed.skippedFrames) + 1, refreshesPerFrame: 1)
-        let report = monitor.report
         #expect(report.hitches == 1)
-        #expect(report.totalHitchTime == work.to - firstSkippedTarget)
+        #expect(report.totalHitchTime == work.to - Self.firstSkippedTarget(of: delayed))
     }
 
     /// Hang handlers' time counts in nothing: a hang that delays frames is a hitch up to the hang's end, not through
@@ -840,8 +821,7 @@ struct HitchMonitorTests {
         let end = try #require(hangEnd)
         let delayed = try #require(frames.first { $0.timestamp > start + .milliseconds(52) })
         #expect(delayed.timestamp > end, "called back after the hang and its handler")
-        let firstSkippedTarget = LoopDisplay.default.instant(
-            ofFrame: delayed.index - Int64(delayed.skippedFrames) + 1, refreshesPerFrame: 1)
+        let firstSkippedTarget = Self.firstSkippedTarget(of: delayed)
         let report = monitor.report
         #expect(report.hangs == 1)
         #expect(report.hitches == 1)
