@@ -12,10 +12,12 @@ import Synchronization
 /// A mode with many descriptor sources (16 or more) keeps them in an epoll set, so that a pass costs the same however
 /// many are idle. There, as libuv and SwiftNIO ask, cancel a source before closing its descriptor: epoll forgets a
 /// closed descriptor without a word, so a close without a cancel is found by looking: the loop looks at 16 of the
-/// mode's descriptors every 32 waits, and at all of them at the first wait of a run that begins a sweep cycle or more
-/// after the last such look. A descriptor closed under a live source is then reported `invalid` within 2n passes
-/// (a loop asleep with nothing to do finds it when it next wakes), never spun on; one closed while a `dup` of it lives
-/// on elsewhere may make the loop rebuild the mode's epoll set once (O(n)).
+/// mode's descriptors every 32 waits, at all of them at the first wait of a run that begins a sweep cycle or more
+/// after the last such look, and at all of them once the loop has been idle for 100 ms after it last woke (at most
+/// once a second per mode: one wake-up after the loop's last work, none while it stays idle). A descriptor closed
+/// under a live source is then reported `invalid` within 2n passes or about 100 ms of idleness (1 s at most), never
+/// spun on; one closed from another thread while the loop sleeps idle is found when it next wakes. One closed while a
+/// `dup` of it lives on elsewhere may make the loop rebuild the mode's epoll set once (O(n)).
 ///
 /// Several sources may watch one descriptor, and a mode may hold more sources than the process may open descriptors
 /// (`RLIMIT_NOFILE`). A run traps, naming the limit, only when a mode's distinct descriptors outnumber it (the limit

@@ -173,6 +173,59 @@ struct LargeModeDescriptorTests {
         #expect(!source.isValid)
     }
 
+    @Test func aDescriptorClosedWithoutCancellingByACallbackIsReportedOnceTheLoopGoesIdle() throws {
+        let loop = try Loop.onLinuxBackend()
+        defer { loop.invalidate() }
+        let idle = try (0..<40).map { _ in try TestPipe() }
+        defer { withExtendedLifetime(idle) {} }
+        for pipe in idle {
+            loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        }
+        let pipe = try TestPipe()
+        let descriptor = try highDuplicate(of: pipe.readEnd, atLeast: 3600)
+        let reports = self.addReporter(to: loop, descriptor: descriptor, events: .readable)
+        // A callback closes it behind the loop's back, and then nothing wakes the loop: no timer, no traffic, so no
+        // later wait's sweep of a few numbers would ever reach it.
+        let trigger = try TestPipe()
+        loop.add(LoopDescriptorSource(descriptor: trigger.readEnd, events: .readable) { _, _ in
+            _ = trigger.readAll()
+            closeDescriptorForTest(descriptor)
+        }, forMode: .default)
+        try loop.sleepOnceInEpoll()
+        trigger.write("close")
+        var results: [RunResult] = []
+        while reports.elements.isEmpty, results.count < 3 {
+            results.append(loop.run(mode: .default, before: loop.now + .seconds(10), returnAfterSourceHandled: true))
+        }
+        // The trigger's pass, then the report: each a source handled, no run left to its deadline.
+        #expect(results == [.handledSource, .handledSource])
+        #expect(reports.elements == [.invalid])
+    }
+
+    @Test func anIdleLargeModeLooksForClosesOnceAfterItsLastWorkAndThenSleeps() throws {
+        let loop = try Loop.onLinuxBackend()
+        defer { loop.invalidate() }
+        let (pipe, reads) = try self.addPipeReader(to: loop)
+        let idle = try (0..<40).map { _ in try TestPipe() }
+        defer { withExtendedLifetime(idle) {} }
+        for pipe in idle {
+            loop.add(LoopDescriptorSource(descriptor: pipe.readEnd, events: .readable) { _, _ in }, forMode: .default)
+        }
+        try loop.sleepOnceInEpoll()
+        let registry = try #require(self.registry(of: loop))
+        self.serveOnce(loop, pipe)
+        #expect(reads.elements == ["x"])
+        #expect(registry.lastIdleSweep == nil)
+        let before = loop.counters
+        let start = loop.now
+        let idleFor = PollWaiter.idleSweepSpacing + .milliseconds(500)
+        #expect(loop.run(mode: .default, before: start + idleFor) == .timedOut)
+        // Not before the loop had been idle for the delay; once, though the run outlasted the spacing between two.
+        let sweptAt = try #require(registry.lastIdleSweep)
+        #expect(sweptAt >= start + PollWaiter.idleSweepDelay)
+        #expect(loop.counters.since(before).blockingWaits <= 2)
+    }
+
     @Test func aClosedDescriptorWhoseFileLivesOnInADuplicateDoesNotMakeTheLoopSpin() throws {
         let loop = try DescriptorWaitPath.epoll.makeLoop()
         defer { loop.invalidate() }

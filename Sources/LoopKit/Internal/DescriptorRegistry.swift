@@ -67,6 +67,8 @@ final class DescriptorRegistry {
     private var waitsSinceFullSweep = 0
     /// The waits a sweep cycle takes: full sweeps are no more frequent than this.
     private var fullSweepSpacing = 0
+    /// When the waiter last swept every number because the loop had gone idle (`PollWaiter`'s idle sweep).
+    var lastIdleSweep: LoopInstant?
 
     /// The set's own descriptor: readable while a registered descriptor, the wake-up pipe or the deadline timer is
     /// ready.
@@ -155,9 +157,9 @@ final class DescriptorRegistry {
     /// The sweep is how a descriptor closed without cancelling its source is still reported: epoll forgets a closed
     /// descriptor without a word, and poll reports it invalid. A close is found within n × `interval` / `count`
     /// waits, at a cost per wait that does not grow with n; after `requestFullSweep()`, the next wait looks at every
-    /// number. (libuv and NIO instead require a cancel before the close; LoopKit asks for it too, see
-    /// `LoopDescriptorSource`.) The numbers a cycle visits are taken afresh when it begins, so joins and leaves cost
-    /// nothing here.
+    /// number, and so does the waiter once the loop has gone idle (`appendEveryRegistered`). (libuv and NIO instead
+    /// require a cancel before the close; LoopKit asks for it too, see `LoopDescriptorSource`.) The numbers a cycle
+    /// visits are taken afresh when it begins, so joins and leaves cost nothing here.
     ///
     /// - Returns: The index in `sources` where the swept ones begin: the wait reports only their closes (epoll reports
     ///   their readiness), and everything about the refused ones.
@@ -215,6 +217,22 @@ final class DescriptorRegistry {
         }
         ready.sortInCallOrder(from: start)
         return ready.count > start
+    }
+
+    /// Whether a wait has begun since the last full sweep: the loop woke since, and its callbacks may have closed a
+    /// descriptor without cancelling its source.
+    var hasWaitedSinceFullSweep: Bool {
+        self.waitsSinceFullSweep > 0
+    }
+
+    /// Appends the sources on every registered number, as `appendDirectlyPolled` does at a full sweep (and counts as
+    /// one): for the waiter's look at closes once the loop has gone idle.
+    ///
+    /// - Returns: The index in `sources` where the swept ones begin.
+    func appendEveryRegistered(into sources: inout [LoopDescriptorSource], sweeping count: Int, every interval: Int)
+        -> Int {
+        self.sweepsAllAtNextWait = true
+        return self.appendDirectlyPolled(into: &sources, sweeping: count, every: interval)
     }
 
     /// Makes the next wait sweep every number, unless a sweep cycle's worth of waits has not passed since the last

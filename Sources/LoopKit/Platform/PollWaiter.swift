@@ -13,7 +13,7 @@ import Synchronization
 /// all its descriptors. A mode with `largeModeThreshold` descriptor sources or more (Linux) keeps them registered in
 /// an epoll set (`DescriptorRegistry`) that also holds the pipe and the timer, and sleeps in epoll_wait(2) on it;
 /// every few waits it first looks at a few of its descriptors for closes, so that a wait costs the same however many
-/// are idle. The deadline timer is used only for a clock that reads the system's monotonic clock; any other clock gets
+/// are idle, and at all of them once the loop has gone idle (`idleSweepDelay`). The deadline timer is used only for a clock that reads the system's monotonic clock; any other clock gets
 /// relative timeouts.
 ///
 /// A wait on descriptors that would block right after a wait that found sources ready first offers the processor to
@@ -108,6 +108,13 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// from going unnoticed; it is found within 2n waits.
     static let sweepCount = 16
     static let sweepInterval = 32
+    /// The idle sweep: a large mode's wait that would sleep past `idleSweepDelay` after the loop woke (its callbacks
+    /// may have closed a descriptor without a cancel) first sleeps that long, then, if nothing came, looks at every
+    /// registered number for closes before it sleeps on. A loop that goes idle would otherwise never reach the waits
+    /// that sweep. One wake-up after the loop's last work, none while it stays idle; at most one such look of a mode
+    /// per `idleSweepSpacing`, so that a server idle between requests pays O(n) at most once a second.
+    static let idleSweepDelay = Duration.milliseconds(100)
+    static let idleSweepSpacing = Duration.seconds(1)
     /// How far away a wait's deadline must be for the wait to offer the processor first (see
     /// `offerProcessorIfServing(before:)`).
     static let offerLead = Duration.milliseconds(10)
@@ -328,8 +335,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         if firstSwept < direct.count {
             // The sweep is a look of its own, without waiting: in the sleep, each swept socket would join a wait
             // queue and leave it again, which costs more than the extra system call.
-            self.setUpPoll(deadlineTimer: nil, sources: EmptyCollection(), sweeping: direct[firstSwept...])
-            let sweptOutcome = self.collectPolled(self.look(), deadlineTimer: nil, until: nil, into: &ready)
+            let sweptOutcome = self.lookForCloses(among: direct[firstSwept...], into: &ready)
             if sweptOutcome.isWokenByChannel || ready.count > start {
                 return sweptOutcome  // a close to report, or a wake-up already waiting: no sleep
             }
@@ -342,6 +348,22 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         if firstSwept == 0, let timeout = self.epollTimeout(until: deadline) {
             if timeout != 0 {
                 self.offerProcessorIfServing(before: deadline)
+                if let deadline, let sweepAt = self.idleSweepInstant(of: registry, before: deadline) {
+                    let outcome = self.wait(inEpollOf: registry, timeoutMilliseconds: self.milliseconds(until: sweepAt),
+                                            until: deadline, into: &ready)
+                    if outcome.isWokenByChannel || ready.count > start || self.hasPassed(deadline) {
+                        return outcome
+                    }
+                    registry.lastIdleSweep = self.clock.now
+                    direct.removeAll(keepingCapacity: true)
+                    let firstIdle = registry.appendEveryRegistered(into: &direct, sweeping: Self.sweepCount,
+                                                                   every: Self.sweepInterval)
+                    let sweptOutcome = self.lookForCloses(among: direct[firstIdle...], into: &ready)
+                    if sweptOutcome.isWokenByChannel || ready.count > start
+                        || registry.appendSourcesOnWaiterNumbers(into: &ready) {
+                        return sweptOutcome
+                    }
+                }
             }
             return self.wait(inEpollOf: registry, timeoutMilliseconds: timeout, until: deadline, into: &ready)
         }
@@ -383,6 +405,39 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             self.napsLeft = self.napsAfterStall
             self.contendedProcessor = self.testsOnly_currentProcessor()
         }
+    }
+
+    /// Polls `swept`, sources of a large mode, for closes alone, without waiting (epoll reports the rest of what they
+    /// have), beside the wake-up pipe.
+    private func lookForCloses(
+        among swept: ArraySlice<LoopDescriptorSource>,
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) -> WaitOutcome {
+        self.setUpPoll(deadlineTimer: nil, sources: EmptyCollection(), sweeping: swept)
+        return self.collectPolled(self.look(), deadlineTimer: nil, until: nil, into: &ready)
+    }
+
+    /// When a wait of `registry`'s mode until `deadline` should stop to look at every registered number (see
+    /// `idleSweepDelay`): `nil` when the loop has not woken since the last full sweep, or the deadline comes first.
+    private func idleSweepInstant(of registry: DescriptorRegistry, before deadline: LoopInstant) -> LoopInstant? {
+        guard registry.hasWaitedSinceFullSweep else { return nil }
+        let now = self.clock.now
+        var instant = now + Self.idleSweepDelay
+        if let last = registry.lastIdleSweep {
+            instant = max(instant, last + Self.idleSweepSpacing)
+        }
+        return instant < deadline ? instant : nil
+    }
+
+    /// epoll_wait(2)'s timeout until `instant`, rounded up.
+    private func milliseconds(until instant: LoopInstant) -> CInt {
+        let now = self.clock.now.nanoseconds
+        return SystemPoller.milliseconds(Int64(clamping: instant.nanoseconds > now ? instant.nanoseconds - now : 0))
+    }
+
+    /// Whether `deadline` (not `.distantFuture`, which the clock never reaches here) has passed.
+    private func hasPassed(_ deadline: LoopInstant) -> Bool {
+        deadline != .distantFuture && self.clock.now >= deadline
     }
 
     /// The timeout of a wait in a large mode's epoll set until `deadline`: 0 for a look or a deadline that has passed,
