@@ -56,9 +56,13 @@ public final class HitchMonitor: Sendable {
         }
 
         /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames, to its target,
-        /// less what earlier frames (of any attached link) covered. So time paused, when a resumed link's first frame
-        /// counts only the frames skipped since, is left out, and so is the time before the monitor began or was reset.
-        mutating func addToFrameSpan(_ frame: DisplayFrame) {
+        /// less what earlier frames (of any attached link) covered, and less the time in it that `timeNotTicking`
+        /// gives (the loop ran a mode the link is not in). So time paused, when a resumed link's first frame counts
+        /// only the frames skipped since, is left out, and so is the time before the monitor began or was reset.
+        mutating func addToFrameSpan(
+            _ frame: DisplayFrame,
+            timeNotTicking: (_ from: LoopInstant, _ to: LoopInstant) -> Duration
+        ) {
             let timestamp = frame.timestamp.nanoseconds
             let target = frame.targetTimestamp.nanoseconds
             let (skippedTime, overflow) = (target &- timestamp).multipliedReportingOverflow(
@@ -66,7 +70,10 @@ public final class HitchMonitor: Sendable {
             let from = max(timestamp - min(overflow ? .max : skippedTime, timestamp), self.countsFrom,
                            self.coveredUntil)
             if target > from {
-                self.report.frameSpan += .nanoseconds(Int64(clamping: target - from))
+                let covered = Duration.nanoseconds(Int64(clamping: target - from))
+                let idle = frame.skippedFrames > 0
+                    ? timeNotTicking(LoopInstant(nanoseconds: from), frame.targetTimestamp) : .zero
+                self.report.frameSpan += max(covered - idle, .zero)
             }
             self.coveredUntil = max(self.coveredUntil, target)
         }
@@ -322,7 +329,9 @@ public final class HitchMonitor: Sendable {
             }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
-            state.addToFrameSpan(frame)
+            state.addToFrameSpan(frame) { from, to in
+                self.loop.modeHistory.timeOutside(from: from, to: to, ticksIn: link.isIn)
+            }
             if frame.skippedFrames > 0 {
                 if let start = state.busySince, link.isIn(state.busyMode),
                    let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: state.spanned(start),

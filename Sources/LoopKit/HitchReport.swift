@@ -18,8 +18,9 @@ public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     /// How long frames were late: per busy stretch, from its earliest late target to its end.
     public internal(set) var totalHitchTime: Duration = .zero
     /// The time the ratio is taken over: what the frames seen cover (each from its target back over the frames it
-    /// skipped), counted once however many links there are, so not the time while a link was paused. (Frames skipped
-    /// while none of a link's modes ran count in it too: the span is the frames', not the modes'.)
+    /// skipped), counted once however many links there are, so not the time while a link was paused, nor the time the
+    /// loop ran a mode the link is not in (a drag run in `tracking`, for a link in `default` alone): the ratio is per
+    /// second of ticking. Time between run calls (a host loop's own wait between the passes it drives) counts.
     public internal(set) var frameSpan: Duration = .zero
     /// Busy stretches of the loop (from waking or entry to sleeping or exit).
     public internal(set) var busyPasses = 0

@@ -33,6 +33,9 @@ extension Loop {
         }
         let items = self.modeItems(for: mode)
         self.runningModes.append(mode)
+        if self.mayHaveMonitor {
+            self.modeHistory.record(mode, at: self.passNow)
+        }
         let isHostPass = self.hostPassDepth == self.runningModes.count
         self.state.withLock { $0.enterRun() }
         if !self.hasReached(deadline) {
@@ -41,6 +44,9 @@ extension Loop {
         defer {
             self.state.withLock { $0.leaveRun(isHostPass: isHostPass) }
             self.runningModes.removeLast()
+            if self.mayHaveMonitor {
+                self.modeHistory.record(self.runningModes.last, at: self.passNow)
+            }
         }
 
         self.notifyObservers(.entry, in: items)

@@ -796,6 +796,44 @@ struct HitchMonitorTests {
         #expect(delayed.skippedFrames >= 2)
         #expect(report.hitches == 1)
         #expect(report.totalHitchTime == work.to - Self.firstSkippedTarget(of: delayed))
+        // The host's waits between its dispatches are ticking time: the span is all the frames cover.
+        let whole = try #require(frames.last).targetTimestamp - (try #require(frames.first)).timestamp
+        #expect(report.frameSpan >= whole - .nanoseconds(4) && report.frameSpan <= whole)
+    }
+
+    /// Per second of ticking: a drag the loop runs in `tracking`, nested in a callback of `default`, is no ticking
+    /// time for a link in `default` alone, and the ratio's span leaves it out (but for the frame that was under way
+    /// when it began); a link in the common modes ticks through it, and all of it counts.
+    @Test(arguments: [false, true])
+    func aDragInAModeTheLinkIsNotInIsLeftOutOfTheSpan(linkIsCommon: Bool) throws {
+        let clock = ManualLoopClock()
+        let loop = try Loop(clock: clock)
+        defer { loop.invalidate() }
+        let monitor = HitchMonitor(loop: loop)
+        let frames = Recorder<DisplayFrame>()
+        let link = LoopDisplayLink(display: .default) { _, frame in frames.append(frame) }
+        monitor.attach(to: link)
+        loop.add(link, forMode: linkIsCommon ? .common : .default)
+        let start = clock.now
+        let drag = Duration.milliseconds(900)
+        loop.add(LoopTimer(interval: .milliseconds(100)) { _ in
+            loop.add(LoopTimer(interval: .seconds(60)) { _ in }, forMode: .tracking)  // keeps `tracking` alive
+            #expect(loop.run(mode: .tracking, before: clock.now + drag) == .timedOut)
+        }, forMode: .default)
+        loop.run(mode: .default, before: start + .milliseconds(1100))
+
+        let whole = try #require(frames.elements.last).targetTimestamp - (try #require(frames.elements.first)).timestamp
+        let report = monitor.report
+        #expect(report.hitches == 0)
+        if linkIsCommon {
+            #expect(report.frameSpan >= whole - .nanoseconds(4) && report.frameSpan <= whole)
+        } else {
+            let back = try #require(frames.elements.first { $0.timestamp >= start + .milliseconds(1000) })
+            #expect(back.skippedFrames >= 100)
+            let frame = LoopDisplay.default.frameDuration(refreshesPerFrame: 1)
+            #expect(report.frameSpan >= whole - drag - .nanoseconds(4))
+            #expect(report.frameSpan <= whole - drag + frame)
+        }
     }
 
     /// Hang handlers' time counts in nothing: a hang that delays frames is a hitch up to the hang's end, not through
