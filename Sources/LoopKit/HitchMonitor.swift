@@ -24,6 +24,8 @@ public final class HitchMonitor: Sendable {
         var isWatching = true
         /// When the monitor began, or was reset: the span, and the frames judged, start there.
         var countsFrom: UInt64 = 0
+        /// Per link, `Loop.modeTimes.timeOutside` of the link's modes at its last frame.
+        var timeOutsideAtLastFrame: [ObjectIdentifier: UInt64] = [:]
         /// The end of the time the frames seen so far cover (`addToFrameSpan`).
         var coveredUntil: UInt64 = 0
         /// Set while hang handlers run: what a run of the loop nested in one does (busy stretches, frames) counts in
@@ -56,24 +58,19 @@ public final class HitchMonitor: Sendable {
         }
 
         /// Adds the time `frame` covers to the span: from its timestamp back over its skipped frames, to its target,
-        /// less what earlier frames (of any attached link) covered, and less the time in it that `timeNotTicking`
-        /// gives (the loop ran a mode the link is not in). So time paused, when a resumed link's first frame counts
-        /// only the frames skipped since, is left out, and so is the time before the monitor began or was reset.
-        mutating func addToFrameSpan(
-            _ frame: DisplayFrame,
-            timeNotTicking: (_ from: LoopInstant, _ to: LoopInstant) -> Duration
-        ) {
+        /// less what earlier frames (of any attached link) covered, and less `notTicking`, the time since the link's
+        /// previous frame that the loop ran a mode the link is not in. So time paused, when a resumed link's first
+        /// frame counts only the frames skipped since, is left out, and so is the time before the monitor began or was
+        /// reset.
+        mutating func addToFrameSpan(_ frame: DisplayFrame, notTicking: UInt64) {
             let timestamp = frame.timestamp.nanoseconds
             let target = frame.targetTimestamp.nanoseconds
             let (skippedTime, overflow) = (target &- timestamp).multipliedReportingOverflow(
                 by: UInt64(max(0, frame.skippedFrames)))
             let from = max(timestamp - min(overflow ? .max : skippedTime, timestamp), self.countsFrom,
                            self.coveredUntil)
-            if target > from {
-                let covered = Duration.nanoseconds(Int64(clamping: target - from))
-                let idle = frame.skippedFrames > 0
-                    ? timeNotTicking(LoopInstant(nanoseconds: from), frame.targetTimestamp) : .zero
-                self.report.frameSpan += max(covered - idle, .zero)
+            if target > from && target - from > notTicking {
+                self.report.frameSpan += .nanoseconds(Int64(clamping: target - from - notTicking))
             }
             self.coveredUntil = max(self.coveredUntil, target)
         }
@@ -317,9 +314,12 @@ public final class HitchMonitor: Sendable {
         loopPrecondition(self.loop.isCurrent,
                          "HitchMonitor.attach(to:): the display link ticks on another loop than the monitor's")
         let isWatchedMode = self.loop.currentMode.map(self.watches) ?? false
-        let now = frame.skippedFrames > 0 ? self.loop.now : frame.timestamp
+        let clock = self.loop.now
+        let now = frame.skippedFrames > 0 ? clock : frame.timestamp
+        let timeOutside = self.loop.modeTimes.timeOutside(at: clock, ticksIn: link.isIn)
         return self.state.withLock { state in
             guard state.isWatching else { return false }
+            let previous = state.timeOutsideAtLastFrame.updateValue(timeOutside, forKey: ObjectIdentifier(link))
             guard isWatchedMode else { return true }
             guard !state.isCallingHangHandlers else {
                 if frame.skippedFrames > 0 && !mayHaveBeenInNoMode {
@@ -329,9 +329,9 @@ public final class HitchMonitor: Sendable {
             }
             state.report.frames += 1
             state.report.skippedFrames += frame.skippedFrames
-            state.addToFrameSpan(frame) { from, to in
-                self.loop.modeHistory.timeOutside(from: from, to: to, ticksIn: link.isIn)
-            }
+            // None at a link's first frame: the time before it counts as it did before (the frame's own start).
+            let notTicking = previous.map { timeOutside > $0 ? timeOutside - $0 : 0 } ?? 0
+            state.addToFrameSpan(frame, notTicking: notTicking)
             if frame.skippedFrames > 0 {
                 if let start = state.busySince, link.isIn(state.busyMode),
                    let target = Self.firstTargetKeptWaiting(of: frame, link: link, from: state.spanned(start),

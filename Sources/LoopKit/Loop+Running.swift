@@ -34,7 +34,7 @@ extension Loop {
         let items = self.modeItems(for: mode)
         self.runningModes.append(mode)
         if self.mayHaveMonitor {
-            self.modeHistory.record(mode, at: self.passNow)
+            self.modeTimes.switchTo(mode, at: self.passNow)
         }
         let isHostPass = self.hostPassDepth == self.runningModes.count
         self.state.withLock { $0.enterRun() }
@@ -45,7 +45,7 @@ extension Loop {
             self.state.withLock { $0.leaveRun(isHostPass: isHostPass) }
             self.runningModes.removeLast()
             if self.mayHaveMonitor {
-                self.modeHistory.record(self.runningModes.last, at: self.passNow)
+                self.modeTimes.switchTo(self.runningModes.last, at: self.passNow)
             }
         }
 

@@ -80,6 +80,10 @@ extension Loop {
 extension Loop {
     /// Adds `monitor` to the monitors told of every sleep. Loop thread.
     func attach(_ monitor: HitchMonitor) {
+        if !self.mayHaveMonitor {
+            // Not followed while no monitor was attached (a run may have begun or ended since): from here on.
+            self.modeTimes.resume(in: self.runningModes.last, at: self.passNow)
+        }
         self.monitors.append(WeakAttachment(monitor))
     }
 

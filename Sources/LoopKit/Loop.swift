@@ -99,8 +99,8 @@ public final class Loop: @unchecked Sendable {
     }
     /// Whether `monitors` was not empty when last assigned (see `mayHaveTracer`). Loop thread.
     @exclusivity(unchecked) var mayHaveMonitor = false
-    /// The modes the loop ran, kept while a monitor is attached (see `ModeHistory`). Loop thread.
-    @exclusivity(unchecked) var modeHistory = ModeHistory()
+    /// How long the loop ran each mode, kept while a monitor is attached (see `ModeTimes`). Loop thread.
+    @exclusivity(unchecked) var modeTimes = ModeTimes()
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
     @exclusivity(unchecked) var dueTimersScratch: [TimerEntry] = []
     /// The buffer a pass collects its ready descriptor sources in, kept empty between passes so that a callout

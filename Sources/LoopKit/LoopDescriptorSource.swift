@@ -14,10 +14,11 @@ import Synchronization
 /// closed descriptor without a word, so a close without a cancel is found by looking: the loop looks at 16 of the
 /// mode's descriptors every 32 waits, at all of them at the first wait of a run that begins a sweep cycle or more
 /// after the last such look, and at all of them once the loop has been idle for 100 ms after it last woke (at most
-/// once a second per mode: one wake-up after the loop's last work, none while it stays idle). A descriptor closed
-/// under a live source is then reported `invalid` within 2n passes or about 100 ms of idleness (1 s at most), never
-/// spun on; one closed from another thread while the loop sleeps idle is found when it next wakes. One closed while a
-/// `dup` of it lives on elsewhere may make the loop rebuild the mode's epoll set once (O(n)).
+/// once a second per mode: one wake-up after the loop's last work, none while it stays idle; on the system clock,
+/// with epoll taking every descriptor of the mode). A descriptor closed under a live source is then reported
+/// `invalid` within 2n passes or 100 ms to 1 s after the loop goes idle, never spun on; one closed from another
+/// thread while the loop sleeps idle is found after the loop next wakes, the same way. One closed while a `dup` of it
+/// lives on elsewhere may make the loop rebuild the mode's epoll set once (O(n)).
 ///
 /// Several sources may watch one descriptor, and a mode may hold more sources than the process may open descriptors
 /// (`RLIMIT_NOFILE`). A run traps, naming the limit, only when a mode's distinct descriptors outnumber it (the limit

@@ -13,8 +13,8 @@ import Synchronization
 /// all its descriptors. A mode with `largeModeThreshold` descriptor sources or more (Linux) keeps them registered in
 /// an epoll set (`DescriptorRegistry`) that also holds the pipe and the timer, and sleeps in epoll_wait(2) on it;
 /// every few waits it first looks at a few of its descriptors for closes, so that a wait costs the same however many
-/// are idle, and at all of them once the loop has gone idle (`idleSweepDelay`). The deadline timer is used only for a clock that reads the system's monotonic clock; any other clock gets
-/// relative timeouts.
+/// are idle, and at all of them once the loop has gone idle (`idleSweepDelay`). The deadline timer is used only for a
+/// clock that reads the system's monotonic clock; any other clock gets relative timeouts.
 ///
 /// A wait on descriptors that would block right after a wait that found sources ready first offers the processor to
 /// any other runnable thread (`PlatformThread.offerProcessor()`). A busy server's loop then comes back to the
@@ -349,11 +349,16 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             if timeout != 0 {
                 self.offerProcessorIfServing(before: deadline)
                 if let deadline, let sweepAt = self.idleSweepInstant(of: registry, before: deadline) {
-                    let outcome = self.wait(inEpollOf: registry, timeoutMilliseconds: self.milliseconds(until: sweepAt),
-                                            until: deadline, into: &ready)
-                    if outcome.isWokenByChannel || ready.count > start || self.hasPassed(deadline) {
-                        return outcome
-                    }
+                    // Until the loop has been idle that long: a report that poll did not confirm, or an old timer
+                    // expiry, ends a wait with nothing, and is not idleness.
+                    repeat {
+                        let outcome = self.wait(inEpollOf: registry,
+                                                timeoutMilliseconds: self.milliseconds(until: sweepAt),
+                                                until: deadline, into: &ready)
+                        if outcome.isWokenByChannel || ready.count > start || self.hasPassed(deadline) {
+                            return outcome
+                        }
+                    } while self.clock.now < sweepAt
                     registry.lastIdleSweep = self.clock.now
                     direct.removeAll(keepingCapacity: true)
                     let firstIdle = registry.appendEveryRegistered(into: &direct, sweeping: Self.sweepCount,
