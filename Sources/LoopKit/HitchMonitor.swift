@@ -8,9 +8,10 @@
 /// fell due went on past the frame's target: the loop's other work (an input handler, a timer) kept it from running,
 /// late by the stretch's end less its target (a run of skipped frames is one hitch, as an overrun is; a stretch charged
 /// for a late callback already is not charged again).
-/// Its cost is a clock read and a lock per observer call. The loop also tells it of every sleep, in any mode: a run of a
-/// mode it does not watch, nested in a callback of one it watches, ends the stretch when it sleeps and starts it again
-/// when it wakes, so that its sleep is not counted busy, and its work is.
+/// Its cost is a clock read and a lock per observer call; while one is attached, the loop also adds up how long each
+/// mode runs (a clock read at every run's entry and exit), for the ratio's span. The loop also tells it of every
+/// sleep, in any mode: a run of a mode it does not watch, nested in a callback of one it watches, ends the stretch
+/// when it sleeps and starts it again when it wakes, so that its sleep is not counted busy, and its work is.
 ///
 /// Every member is safe from any thread. Hang handlers run on the loop's thread, at the end of the busy stretch; the
 /// time they take, a run of the loop nested in one included, counts in no busy stretch.
@@ -85,6 +86,9 @@ public final class HitchMonitor: Sendable {
     }
 
     private static let stretchesKept = 4
+    /// How many links' `timeOutsideAtLastFrame` a monitor keeps before it starts over (each link's next frame then
+    /// leaves out nothing, as a first frame does).
+    private static let linksFollowed = 64
 
     /// The loop watched.
     public let loop: Loop
@@ -319,6 +323,9 @@ public final class HitchMonitor: Sendable {
         let timeOutside = self.loop.modeTimes.timeOutside(at: clock, ticksIn: link.isIn)
         return self.state.withLock { state in
             guard state.isWatching else { return false }
+            if state.timeOutsideAtLastFrame.count >= Self.linksFollowed {  // links come and go: forget the old ones
+                state.timeOutsideAtLastFrame.removeAll(keepingCapacity: true)
+            }
             let previous = state.timeOutsideAtLastFrame.updateValue(timeOutside, forKey: ObjectIdentifier(link))
             guard isWatchedMode else { return true }
             guard !state.isCallingHangHandlers else {

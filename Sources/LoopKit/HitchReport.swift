@@ -19,8 +19,9 @@ public struct HitchReport: Sendable, Hashable, CustomStringConvertible {
     public internal(set) var totalHitchTime: Duration = .zero
     /// The time the ratio is taken over: what the frames seen cover (each from its target back over the frames it
     /// skipped), counted once however many links there are, so not the time while a link was paused, nor the time the
-    /// loop ran a mode the link is not in (a drag run in `tracking`, for a link in `default` alone): the ratio is per
-    /// second of ticking. Time between run calls (a host loop's own wait between the passes it drives) counts.
+    /// loop ran a mode the link is not in (a drag run in `tracking`, for a link in `default` alone; with several links,
+    /// time none of them ticked in): the ratio is per second of ticking. Time between run calls (a host loop's own
+    /// wait between the passes it drives) counts.
     public internal(set) var frameSpan: Duration = .zero
     /// Busy stretches of the loop (from waking or entry to sleeping or exit).
     public internal(set) var busyPasses = 0

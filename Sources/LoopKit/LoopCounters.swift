@@ -1,8 +1,8 @@
 import Synchronization
 
 /// Deterministic counts of what a loop did, for benchmarks and tests: they do not depend on the machine's load. (One
-/// exception: a large mode's wait of more than 100 ms after the loop woke counts one more wait and one look when it
-/// lasts that long, for its idle sweep; see `LoopDescriptorSource`.)
+/// exception: a large mode's wait that may last more than 100 ms after the loop woke is cut in two, and counts one
+/// more wait and one look when the loop stays idle that long, for its idle sweep; see `LoopDescriptorSource`.)
 package struct LoopCounters: Sendable, Hashable {
     /// Wake-ups sent: bytes written to the wake-up pipe, or wakes of the futex (one per wait at most, however many
     /// wake-ups were asked for; a futex wake-up sent late, after its wait ended, may be taken by the same drain as

@@ -349,16 +349,15 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             if timeout != 0 {
                 self.offerProcessorIfServing(before: deadline)
                 if let deadline, let sweepAt = self.idleSweepInstant(of: registry, before: deadline) {
-                    // Until the loop has been idle that long: a report that poll did not confirm, or an old timer
-                    // expiry, ends a wait with nothing, and is not idleness.
-                    repeat {
-                        let outcome = self.wait(inEpollOf: registry,
-                                                timeoutMilliseconds: self.milliseconds(until: sweepAt),
-                                                until: deadline, into: &ready)
-                        if outcome.isWokenByChannel || ready.count > start || self.hasPassed(deadline) {
-                            return outcome
-                        }
-                    } while self.clock.now < sweepAt
+                    let outcome = self.wait(inEpollOf: registry, timeoutMilliseconds: self.milliseconds(until: sweepAt),
+                                            until: deadline, into: &ready)
+                    // A wait that ended early with nothing (a report that poll did not confirm, an old timer expiry)
+                    // is not idleness: it returns, as any wait would, and the next one rebuilds a stale epoll set
+                    // (waiting again here would spin on the stale report) and waits for idleness afresh.
+                    if outcome.isWokenByChannel || ready.count > start || self.hasPassed(deadline)
+                        || self.clock.now < sweepAt {
+                        return outcome
+                    }
                     registry.lastIdleSweep = self.clock.now
                     direct.removeAll(keepingCapacity: true)
                     let firstIdle = registry.appendEveryRegistered(into: &direct, sweeping: Self.sweepCount,
@@ -425,7 +424,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// When a wait of `registry`'s mode until `deadline` should stop to look at every registered number (see
     /// `idleSweepDelay`): `nil` when the loop has not woken since the last full sweep, or the deadline comes first.
     private func idleSweepInstant(of registry: DescriptorRegistry, before deadline: LoopInstant) -> LoopInstant? {
-        guard registry.hasWaitedSinceFullSweep else { return nil }
+        // Only on the system clock (which has the deadline timer): a virtual clock would never reach the instant.
+        guard self.deadlineTimer != nil, registry.hasWaitedSinceFullSweep else { return nil }
         let now = self.clock.now
         var instant = now + Self.idleSweepDelay
         if let last = registry.lastIdleSweep {
