@@ -318,9 +318,11 @@ public final class HitchMonitor: Sendable {
         loopPrecondition(self.loop.isCurrent,
                          "HitchMonitor.attach(to:): the display link ticks on another loop than the monitor's")
         let isWatchedMode = self.loop.currentMode.map(self.watches) ?? false
-        let clock = self.loop.now
-        let now = frame.skippedFrames > 0 ? clock : frame.timestamp
-        let timeOutside = self.loop.modeTimes.timeOutside(at: clock, ticksIn: link.isIn)
+        let now = frame.skippedFrames > 0 ? self.loop.now : frame.timestamp
+        // At `now`, so that a frame that skipped none reads no clock for this: a frame's timestamp is its previous
+        // frame's target or later, which came after that frame's clock read (a difference that went backwards would
+        // count as none, below).
+        let timeOutside = self.loop.modeTimes.timeOutside(at: now, ticksIn: link.isIn)
         return self.state.withLock { state in
             guard state.isWatching else { return false }
             if state.timeOutsideAtLastFrame.count >= Self.linksFollowed {  // links come and go: forget the old ones

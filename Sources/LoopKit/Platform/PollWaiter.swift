@@ -348,25 +348,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         if firstSwept == 0, let timeout = self.epollTimeout(until: deadline) {
             if timeout != 0 {
                 self.offerProcessorIfServing(before: deadline)
-                if let deadline, let sweepAt = self.idleSweepInstant(of: registry, before: deadline) {
-                    let outcome = self.wait(inEpollOf: registry, timeoutMilliseconds: self.milliseconds(until: sweepAt),
-                                            until: deadline, into: &ready)
-                    // A wait that ended early with nothing (a report that poll did not confirm, an old timer expiry)
-                    // is not idleness: it returns, as any wait would, and the next one rebuilds a stale epoll set
-                    // (waiting again here would spin on the stale report) and waits for idleness afresh.
-                    if outcome.isWokenByChannel || ready.count > start || self.hasPassed(deadline)
-                        || self.clock.now < sweepAt {
-                        return outcome
-                    }
-                    registry.lastIdleSweep = self.clock.now
-                    direct.removeAll(keepingCapacity: true)
-                    let firstIdle = registry.appendEveryRegistered(into: &direct, sweeping: Self.sweepCount,
-                                                                   every: Self.sweepInterval)
-                    let sweptOutcome = self.lookForCloses(among: direct[firstIdle...], into: &ready)
-                    if sweptOutcome.isWokenByChannel || ready.count > start
-                        || registry.appendSourcesOnWaiterNumbers(into: &ready) {
-                        return sweptOutcome
-                    }
+                if let deadline,
+                   let outcome = self.sleepUntilIdleThenSweep(registry, until: deadline, using: &direct, into: &ready) {
+                    return outcome
                 }
             }
             return self.wait(inEpollOf: registry, timeoutMilliseconds: timeout, until: deadline, into: &ready)
@@ -421,9 +405,45 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         return self.collectPolled(self.look(), deadlineTimer: nil, until: nil, into: &ready)
     }
 
+    /// The idle sweep's part of a large mode's wait until `deadline` (see `idleSweepDelay`): sleeps until the loop has
+    /// been idle that long, then looks at every registered number for closes (`direct` is the wait's scratch buffer).
+    ///
+    /// - Returns: What ends the wait, or `nil` when it sleeps on, as it would have without the sweep.
+    private func sleepUntilIdleThenSweep(
+        _ registry: DescriptorRegistry,
+        until deadline: LoopInstant,
+        using direct: inout [LoopDescriptorSource],
+        into ready: inout [(LoopDescriptorSource, DescriptorEvents)]
+    ) -> WaitOutcome? {
+        guard let idle = self.idleSweep(of: registry, before: deadline) else { return nil }
+        let start = ready.count
+        let outcome = self.wait(inEpollOf: registry, timeoutMilliseconds: idle.timeout, until: deadline, into: &ready)
+        if outcome.isWokenByChannel || ready.count > start {
+            return outcome
+        }
+        // A wait that ended early with nothing (a report that poll did not confirm, an old timer expiry) is not
+        // idleness: it returns, as any wait would, and the next one rebuilds a stale epoll set (waiting again here
+        // would spin on the stale report) and waits for idleness afresh.
+        let now = self.clock.now
+        if now < idle.instant || (deadline != .distantFuture && now >= deadline) {
+            return outcome
+        }
+        registry.lastIdleSweep = now
+        direct.removeAll(keepingCapacity: true)
+        let firstSwept = registry.appendEveryRegistered(into: &direct, sweeping: Self.sweepCount,
+                                                        every: Self.sweepInterval)
+        let sweptOutcome = self.lookForCloses(among: direct[firstSwept...], into: &ready)
+        if sweptOutcome.isWokenByChannel || ready.count > start || registry.appendSourcesOnWaiterNumbers(into: &ready) {
+            return sweptOutcome
+        }
+        return nil
+    }
+
     /// When a wait of `registry`'s mode until `deadline` should stop to look at every registered number (see
-    /// `idleSweepDelay`): `nil` when the loop has not woken since the last full sweep, or the deadline comes first.
-    private func idleSweepInstant(of registry: DescriptorRegistry, before deadline: LoopInstant) -> LoopInstant? {
+    /// `idleSweepDelay`), and epoll_wait(2)'s timeout until then (rounded up); `nil` when the loop has not woken since
+    /// the last full sweep, or the deadline comes first.
+    private func idleSweep(of registry: DescriptorRegistry, before deadline: LoopInstant)
+        -> (instant: LoopInstant, timeout: CInt)? {
         // Only on the system clock (which has the deadline timer): a virtual clock would never reach the instant.
         guard self.deadlineTimer != nil, registry.hasWaitedSinceFullSweep else { return nil }
         let now = self.clock.now
@@ -431,18 +451,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
         if let last = registry.lastIdleSweep {
             instant = max(instant, last + Self.idleSweepSpacing)
         }
-        return instant < deadline ? instant : nil
-    }
-
-    /// epoll_wait(2)'s timeout until `instant`, rounded up.
-    private func milliseconds(until instant: LoopInstant) -> CInt {
-        let now = self.clock.now.nanoseconds
-        return SystemPoller.milliseconds(Int64(clamping: instant.nanoseconds > now ? instant.nanoseconds - now : 0))
-    }
-
-    /// Whether `deadline` (not `.distantFuture`, which the clock never reaches here) has passed.
-    private func hasPassed(_ deadline: LoopInstant) -> Bool {
-        deadline != .distantFuture && self.clock.now >= deadline
+        guard instant < deadline else { return nil }
+        let nanoseconds = Int64(clamping: instant.nanoseconds - now.nanoseconds)  // `instant` is at least the delay on
+        return (instant, SystemPoller.milliseconds(nanoseconds))
     }
 
     /// The timeout of a wait in a large mode's epoll set until `deadline`: 0 for a look or a deadline that has passed,
