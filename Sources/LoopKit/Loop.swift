@@ -19,23 +19,64 @@ public final class Loop: @unchecked Sendable {
         case mainThread
     }
 
-    // MARK: Immutable; readable from any thread
-    let clock: any LoopClock
+    // MARK: What every pass and every wake-up touch
+    // First, and side by side, so that they share the object's first few cache lines: a sleeping loop's wake-up finds
+    // its caches cold, and each further line a wake-up or a pass touches adds to the latency (`loop-bench`'s wakeup).
+    // A producer reads the first three; the loop's thread alone writes the rest (`@exclusivity(unchecked)`: see
+    // "Loop thread only" below).
+    /// The lifecycle, runs, stops, waits and queued work, as a state machine (`LoopStateMachine`), and a summary of
+    /// the queued work that the loop's thread reads without the lock.
+    let state = SharedLoopState()
+    /// The waiter's futex, notified without a call through the waiter: on a cold cache, every line a wake-up touches
+    /// before its system call adds to the woken loop's latency.
+    private let wakeUpFutex: WakeupFutex?
+    /// Where the loop sleeps and how it is woken (the only sleeping machinery; see `LoopWaiter`).
+    let waiter: any LoopWaiter
     /// Whether `clock` is the system's monotonic clock (its `readsSystemMonotonicClock`), read directly by a pass.
     let readsSystemClock: Bool
+    /// Whether `tracers` was not empty when last assigned: a callout without a tracer reads this flag instead of the
+    /// list, whose weak references are calls into the runtime. Loop thread.
+    @exclusivity(unchecked) var mayHaveTracer = false
+    /// Whether `monitors` was not empty when last assigned (see `mayHaveTracer`). Loop thread.
+    @exclusivity(unchecked) var mayHaveMonitor = false
+    /// A host's wait that `LoopHostDriver.prepare()` announced (the loop counts as asleep, so that other threads
+    /// wake the host), not ended yet by `dispatch()` or a run (see `endHostWait()`).
+    @exclusivity(unchecked) var isHostWaitAnnounced = false
+    /// The depth of the run a `LoopHostDriver.dispatch()` makes (0: none): a stop ends it before its deadline does.
+    @exclusivity(unchecked) var hostPassDepth = 0
+    /// The signalled sources taken from `state` that have not run yet, first signalled first; a source is in it
+    /// while its `candidateTicket` matches (see `Loop+Sources`). Loop thread.
+    @exclusivity(unchecked) var signalledCandidates: [(source: LoopSource, ticket: UInt64)] = []
+    /// The buffer a pass collects its ready descriptor sources in, kept empty between passes so that a callout
+    /// allocates nothing (a run nested in a callout takes none, and makes its own).
+    @exclusivity(unchecked) var readySourcesScratch: [(LoopDescriptorSource, DescriptorEvents)] = []
+    /// Counts waits and looks, so that a pass can tell that a run nested in a callback waited since it did.
+    @exclusivity(unchecked) var waitGeneration: UInt64 = 0
+    /// Counts timer fires, so that a pass can tell whether it fired any.
+    @exclusivity(unchecked) var firedTimers: UInt64 = 0
+    /// The item changes taken from `state`, and the first not applied yet, across nested runs (see
+    /// `applyControlMessages()`).
+    @exclusivity(unchecked) var takenControlMessages: [@Sendable (Loop) -> Void] = []
+    @exclusivity(unchecked) var nextControlMessage = 0
+    /// The serial executors (actor identities) whose job is running, outermost first: a job that ran the loop nested
+    /// is still running, and drains pass over the other jobs of its executor meanwhile (see `drainBlocks`).
+    @exclusivity(unchecked) var runningSerialExecutors: [ObjectIdentifier] = []
+    /// The blocks taken from `state` and not run yet, across nested runs (see `BlockQueue`).
+    @exclusivity(unchecked) var blockQueue = BlockQueue()
+    /// The empty buffer traded with the state's block list at the next take, so that taking allocates nothing.
+    @exclusivity(unchecked) var spareBlocks: [QueuedBlock] = []
+    static let spareBlocksCapacityLimit = 4_096
+
+    // MARK: Immutable; readable from any thread
+    let clock: any LoopClock
     /// A clock that others move (a `ManualLoopClock`) may be advanced to `.distantFuture`; the system clock, counting
     /// nanoseconds since boot, never gets there.
     var clockCanReachDistantFuture: Bool { !self.readsSystemClock }
-    /// Where the loop sleeps and how it is woken (the only sleeping machinery; see `LoopWaiter`).
-    let waiter: any LoopWaiter
     private let owner: Owner
     /// Passes that woke from a sleep and then had nothing to do (`Loop.counters`).
     let emptyWakeUps = Atomic<UInt64>(0)
 
     // MARK: Shared with other threads
-    /// The lifecycle, runs, stops, waits and queued work, as a state machine (`LoopStateMachine`), and a summary of
-    /// the queued work that the loop's thread reads without the lock.
-    let state = SharedLoopState()
     /// The actors' executor identities handed out so far, one per set of modes (see `LoopJobTarget`).
     let jobTargets = LoopLock<[LoopJobTarget]>([])
     /// Set once the loop's teardown (`end(finalDrain:)`) has let go of its items: another loop may adopt one only then
@@ -61,21 +102,8 @@ public final class Loop: @unchecked Sendable {
     var calloutsAfterTeardown: [() -> Void]?
     /// `end(finalDrain:)` has begun.
     private var isEnding = false
-    /// The item changes taken from `state`, and the first not applied yet, across nested runs (see
-    /// `applyControlMessages()`).
-    @exclusivity(unchecked) var takenControlMessages: [@Sendable (Loop) -> Void] = []
-    @exclusivity(unchecked) var nextControlMessage = 0
-    /// The serial executors (actor identities) whose job is running, outermost first: a job that ran the loop nested
-    /// is still running, and drains pass over the other jobs of its executor meanwhile (see `drainBlocks`).
-    @exclusivity(unchecked) var runningSerialExecutors: [ObjectIdentifier] = []
-    /// The blocks taken from `state` and not run yet, across nested runs (see `BlockQueue`).
-    @exclusivity(unchecked) var blockQueue = BlockQueue()
-    /// The empty buffer traded with the state's block list at the next take, so that taking allocates nothing.
-    @exclusivity(unchecked) var spareBlocks: [QueuedBlock] = []
-    static let spareBlocksCapacityLimit = 4_096
-    /// The signalled sources taken from `state` that have not run yet, first signalled first; a source is in it
-    /// while its `candidateTicket` matches (see `Loop+Sources`). Shared by nested runs, as CF's sources are.
-    @exclusivity(unchecked) var signalledCandidates: [(source: LoopSource, ticket: UInt64)] = []
+    /// The ticket of the last source added to `signalledCandidates` (see `Loop+Sources`). Shared by nested runs, as
+    /// CF's sources are.
     @exclusivity(unchecked) var lastCandidateTicket: UInt64 = 0
     @exclusivity(unchecked) var spareSignalled: [LoopSource] = []
     /// The buffer a pass sorts its runnable signalled sources in, kept so that running one allocates nothing.
@@ -85,40 +113,23 @@ public final class Loop: @unchecked Sendable {
     var tracers: [WeakAttachment<LoopTracer>] = [] {
         didSet { self.mayHaveTracer = !self.tracers.isEmpty }
     }
-    /// Whether `tracers` was not empty when last assigned: a callout without a tracer reads this flag instead of the
-    /// list, whose weak references are calls into the runtime. Loop thread.
-    @exclusivity(unchecked) var mayHaveTracer = false
     /// The loop's `LoopHostDriver`s, told when a descriptor source leaves a mode (weak: a driver is its host's).
     /// Loop thread.
     @exclusivity(unchecked) var hostDrivers: [WeakAttachment<LoopHostDriver>] = []
-    /// The depth of the run a `LoopHostDriver.dispatch()` makes (0: none): a stop ends it before its deadline does.
-    @exclusivity(unchecked) var hostPassDepth = 0
     /// The hitch monitors told of every sleep, in every mode (weak, as `tracers`). Loop thread.
     var monitors: [WeakAttachment<HitchMonitor>] = [] {
         didSet { self.mayHaveMonitor = !self.monitors.isEmpty }
     }
-    /// Whether `monitors` was not empty when last assigned (see `mayHaveTracer`). Loop thread.
-    @exclusivity(unchecked) var mayHaveMonitor = false
     /// How long the loop ran each mode, kept while a monitor is attached (see `ModeTimes`). Loop thread.
     @exclusivity(unchecked) var modeTimes = ModeTimes()
     /// The buffer `fireDueTimers` collects due timers in, kept between passes so that a fire allocates nothing.
     @exclusivity(unchecked) var dueTimersScratch: [TimerEntry] = []
-    /// The buffer a pass collects its ready descriptor sources in, kept empty between passes so that a callout
-    /// allocates nothing (a run nested in a callout takes none, and makes its own).
-    @exclusivity(unchecked) var readySourcesScratch: [(LoopDescriptorSource, DescriptorEvents)] = []
-    /// Counts waits and looks, so that a pass can tell that a run nested in a callback waited since it did.
-    @exclusivity(unchecked) var waitGeneration: UInt64 = 0
-    /// Counts timer fires, so that a pass can tell whether it fired any.
-    @exclusivity(unchecked) var firedTimers: UInt64 = 0
     /// The main loop serves the main queue from its first run on (see `Loop+MainQueue`).
     var isServingMainQueue = false
     /// The source that serves the main queue, once it does. Loop thread (the main thread).
     var mainQueueSource: LoopDescriptorSource?
     /// Whether main-queue work is running (a run nested in it cannot serve the main queue). Loop thread.
     @exclusivity(unchecked) var isDrainingMainQueue = false
-    /// A host's wait that `LoopHostDriver.prepare()` announced (the loop counts as asleep, so that other threads
-    /// wake the host), not ended yet by `dispatch()` or a run (see `endHostWait()`).
-    var isHostWaitAnnounced = false
 
     /// Whether this is `Loop.main`. Any thread.
     var isMainLoop: Bool { self.owner == .mainThread }
@@ -144,6 +155,7 @@ public final class Loop: @unchecked Sendable {
         self.clock = clock
         self.readsSystemClock = clock.readsSystemMonotonicClock
         self.waiter = waiter
+        self.wakeUpFutex = waiter.wakeUpFutex
         self.owner = owner
     }
 
@@ -531,7 +543,11 @@ public final class Loop: @unchecked Sendable {
     @inline(__always)
     func wake(if action: LoopStateMachine.WakeAction) {
         if case .wakeUp(let channel) = action {
-            self.waiter.wakeUp(through: channel)
+            if channel == .futex, let futex = self.wakeUpFutex {
+                futex.notify()
+            } else {
+                self.waiter.wakeUp(through: channel)
+            }
         }
     }
 

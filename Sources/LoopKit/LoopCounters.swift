@@ -45,7 +45,7 @@ extension Loop {
     package var counters: LoopCounters {
         let counts = self.waiter.counts
         return LoopCounters(
-            wakeUpWrites: counts.wakeUpWrites.load(ordering: .relaxed),
+            wakeUpWrites: self.state.withLock { $0.wakeUpsSent },
             wakeUpDrains: counts.wakeUpDrains.load(ordering: .relaxed),
             waits: counts.waits.load(ordering: .relaxed),
             blockingWaits: counts.blockingWaits.load(ordering: .relaxed),

@@ -67,6 +67,9 @@ struct LoopStateMachine {
     /// `wakeUp()` was called while the loop was running but awake: its next wait is only a look.
     private var isWakeUpRequested = false
     private var nextBlockSequence: UInt64 = 0
+    /// How many wake-ups producers were told to send (`Loop.counters.wakeUpWrites`): counted here, under the lock the
+    /// producer holds anyway, rather than on a line of the waiter's that a wake-up would touch for it alone.
+    private(set) var wakeUpsSent: UInt64 = 0
     private var blocks: [QueuedBlock] = []
     private var signalledSources: [LoopSource] = []
     private var controlMessages: [@Sendable (Loop) -> Void] = []
@@ -151,6 +154,7 @@ struct LoopStateMachine {
         self.hasArrivalsSinceWaitBegan = true
         guard !self.isWakeUpInFlight else { return .none }
         self.isWakeUpInFlight = true
+        self.wakeUpsSent &+= 1
         return .wakeUp(self.waitChannel)
     }
 

@@ -68,6 +68,10 @@ protocol LoopWaiter: AnyObject, Sendable {
 
     /// What the waiter did so far. Any thread.
     var counts: WaitCounts { get }
+
+    /// The futex that `wakeUp(through: .futex)` notifies, and nothing else, for the loop to notify directly
+    /// (`nil`: none, or a wake-up does more). Lives as long as the waiter. Any thread.
+    var wakeUpFutex: WakeupFutex? { get }
 }
 
 extension LoopWaiter {
@@ -79,6 +83,8 @@ extension LoopWaiter {
     ) -> WaitOutcome {
         self.wait(for: items, until: deadline, sleepingOn: .descriptor, into: &ready)
     }
+
+    var wakeUpFutex: WakeupFutex? { nil }
 
     /// A waiter without a futex sleeps on its descriptor.
     func wakeUpChannel(forWaitingIn items: ModeItems, until deadline: LoopInstant) -> WakeUpChannel {
@@ -111,7 +117,6 @@ struct WaitOutcome: Equatable {
 final class WaitCounts: Sendable {
     let waits = Atomic<UInt64>(0)
     let blockingWaits = Atomic<UInt64>(0)
-    let wakeUpWrites = Atomic<UInt64>(0)
     let wakeUpDrains = Atomic<UInt64>(0)
     let processorOffers = Atomic<UInt64>(0)
     let processorNaps = Atomic<UInt64>(0)

@@ -43,17 +43,34 @@ import Synchronization
 // other threads use are the pipe and the futex (thread-safe), the counters (atomic) and `sourcesWithNewEvents` (a
 // lock).
 final class PollWaiter: LoopWaiter, @unchecked Sendable {
-    // MARK: Immutable; readable from any thread
-    let backend: LoopBackend
-    let wakeupPipe: WakeupPipe
+    // MARK: What every wait touches
+    // First, and side by side, so that they share the object's first cache lines (see the same note in `Loop`).
     /// What a mode without descriptors sleeps on (`nil`: the pipe): Linux, the system clock, and the system's poll.
     private let futex: WakeupFutex?
     let counts = WaitCounts()
+    /// Whether `sourcesWithNewEvents` may hold a source (any thread).
+    private let hasSourcesWithNewEvents = Atomic<Bool>(false)
+    /// The large modes' epoll registrations, by `ModeItems` identity. Loop thread.
+    @exclusivity(unchecked) private var registries: [ObjectIdentifier: DescriptorRegistry] = [:]
+    /// Loop thread. The last wait or look found the wake-up pipe readable, and it has not been drained since.
+    @exclusivity(unchecked) private var hasUnreadPipeWakeUp = false
+    /// The last wait ended for the futex's wake-up, and it has not been consumed since.
+    @exclusivity(unchecked) private var hasUnreadFutexWakeUp = false
+    /// The last wait (or look) found descriptor sources ready: the loop is serving I/O, and the next blocking wait
+    /// on descriptors offers the processor first.
+    @exclusivity(unchecked) private var lastWaitFoundSources = false
+    /// The loop's thread had at most 1 µs of timer slack when its run began (a `LoopThread`'s has): a futex wait then
+    /// ends as close to its deadline as the timerfd does. With more (Linux's default is 50 µs), a wait with a deadline
+    /// stays on the timerfd, which the kernel fires without slack.
+    @exclusivity(unchecked) private var isTimerSlackTight = false
+
+    // MARK: Immutable; readable from any thread
+    let backend: LoopBackend
+    let wakeupPipe: WakeupPipe
     private let clock: any LoopClock
     /// The sources whose `events` changed (any thread) since the loop last waited, so that the epoll registrations
     /// of large modes are brought up to date for those alone.
     private let sourcesWithNewEvents = LoopLock<[LoopDescriptorSource]>([])
-    private let hasSourcesWithNewEvents = Atomic<Bool>(false)
     /// Set under `sourcesWithNewEvents`' lock by `forgetModes()` (the loop has ended): no change is listed after, where
     /// it could never be applied and the list would only keep its source alive.
     private let hasForgottenModes = Atomic<Bool>(false)
@@ -71,17 +88,9 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     /// Where the swept sources of a large mode's wait begin in `polledSources`.
     @exclusivity(unchecked) private var firstSweptSource = 0
     @exclusivity(unchecked) private var directlyPolledScratch: [LoopDescriptorSource] = []
-    @exclusivity(unchecked) private var registries: [ObjectIdentifier: DescriptorRegistry] = [:]
     /// Modes whose descriptors epoll refused once: they are polled directly from then on.
     @exclusivity(unchecked) private var refusedModes: Set<ObjectIdentifier> = []
     @exclusivity(unchecked) private var sourcesWithNewEventsScratch: [LoopDescriptorSource] = []
-    /// The last wait or look found the wake-up pipe readable, and it has not been drained since.
-    @exclusivity(unchecked) private var hasUnreadPipeWakeUp = false
-    /// The last wait ended for the futex's wake-up, and it has not been consumed since.
-    @exclusivity(unchecked) private var hasUnreadFutexWakeUp = false
-    /// The last wait (or look) found descriptor sources ready: the loop is serving I/O, and the next blocking wait
-    /// on descriptors offers the processor first.
-    @exclusivity(unchecked) private var lastWaitFoundSources = false
     /// How many of the next offers are naps, after two late offers (see the type's comment).
     @exclusivity(unchecked) private var napsLeft = 0
     /// The processor the loop's thread ran on when its second late offer came back: the one it shares with a thread
@@ -89,10 +98,6 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     @exclusivity(unchecked) private var contendedProcessor: CInt = -1
     /// Which offer (its number in `counts.processorOffers`) last came back late; far back at first.
     @exclusivity(unchecked) private var lastLateOffer: UInt64 = .max / 2
-    /// The loop's thread had at most 1 µs of timer slack when its run began (a `LoopThread`'s has): a futex wait then
-    /// ends as close to its deadline as the timerfd does. With more (Linux's default is 50 µs), a wait with a deadline
-    /// stays on the timerfd, which the kernel fires without slack.
-    @exclusivity(unchecked) private var isTimerSlackTight = false
     /// From this many descriptor sources in a mode, the Linux backend registers them in epoll. Tests lower it. Where
     /// ppoll's cost per descriptor (a wait queue joined and left, twice polled) passes epoll's extra system call per
     /// wake-up (the confirming poll): `loop-bench --only echo`, 25 connections per loop, took 15% less server CPU per
@@ -168,13 +173,14 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
 
     /// Writes a byte to the wake-up pipe, or wakes the futex. The loop's state machine calls it at most once per wait.
     func wakeUp(through channel: WakeUpChannel) {
-        self.counts.wakeUpWrites.wrappingAdd(1, ordering: .relaxed)
         if channel == .futex, let futex = self.futex {
             futex.notify()
         } else {
             self.wakeupPipe.notify()
         }
     }
+
+    var wakeUpFutex: WakeupFutex? { self.futex }
 
     // MARK: Loop thread
 

@@ -16,9 +16,10 @@ import CLoopKitSystem
 /// (its producer was preempted) is found by the next wait, stale, and absorbed as a stale byte would be.
 ///
 /// `notify()` is safe from any thread; the rest is loop thread only. A value, not an object: the owner (`PollWaiter`)
-/// stores it inline, so that a wake-up and a woken wait reach the word without retaining and releasing an object of
-/// its own, and it frees the word with `deallocate()` when it is freed itself. The word lives as long as the waiter,
-/// which a producer holds through its loop, so a late `notify()` never touches freed memory.
+/// stores it inline, and its `Loop` a copy (a producer's wake-up then touches the loop and the word, not the waiter),
+/// so that a wake-up and a woken wait reach the word without retaining and releasing an object of its own; the owner
+/// frees the word with `deallocate()` when it is freed itself. The word lives as long as the waiter, which the loop
+/// holds and a producer holds through the loop, so a late `notify()` never touches freed memory.
 struct WakeupFutex: @unchecked Sendable {  // the word is only touched atomically; `observed` only by the loop's thread
     /// The futex word, which any thread increments, followed in the same allocation (so the same cache line) by
     /// `observed`, which the loop reads beside it whenever it looks.
