@@ -9,8 +9,8 @@ import Synchronization
 /// Backends: `PollWaiter` (Linux: ppoll, timerfd, epoll and a futex; portable: poll and a pipe, nothing else) and
 /// `VirtualTimeWaiter` (a clock that declares itself virtual). Tests inject scripted ones.
 ///
-/// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads; everything else is loop
-/// thread only.
+/// Only `wakeUp(through:)`, `noteNewEvents(of:)`, `counts` and `wakeUpFutex` are safe from other threads; everything
+/// else is loop thread only.
 protocol LoopWaiter: AnyObject, Sendable {
     /// Waits until a descriptor source of `items` is ready, `deadline` passes (`.distantFuture`: never) or
     /// `wakeUp(through:)` is called; with `deadline` `nil`, only looks. A signal does not end the wait. A wake-up is
@@ -111,9 +111,9 @@ struct WaitOutcome: Equatable {
     var isWokenByChannel = false
 }
 
-/// How many waits a waiter made, how many could block, its wake-up channel's traffic, and how often it offered the
-/// processor before a wait, or napped instead; written on the loop's thread (and, for writes, by the waking threads),
-/// read from any.
+/// How many waits a waiter made, how many could block, how many wake-ups it took, and how often it offered the
+/// processor before a wait, or napped instead; written on the loop's thread, read from any. (The wake-ups sent are
+/// counted by the state machine, under the lock their producers hold: `LoopStateMachine.wakeUpsSent`.)
 final class WaitCounts: Sendable {
     let waits = Atomic<UInt64>(0)
     let blockingWaits = Atomic<UInt64>(0)

@@ -2,7 +2,8 @@
 /// and, if nothing is ready, advances the clock to that instant, as if it had slept. A wait with no instant to reach
 /// waits in real time on the waiter it wraps (for a wake-up or a descriptor), as any loop does.
 ///
-/// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads.
+/// Only `wakeUp(through:)`, `noteNewEvents(of:)`, `counts` and `wakeUpFutex` (none: its loop wakes it through the
+/// waiter it wraps) are safe from other threads.
 final class VirtualTimeWaiter: LoopWaiter {  // checked Sendable: both stored properties are Sendable `let`s
     let base: any LoopWaiter
     private let clock: any VirtualLoopClock

@@ -37,8 +37,8 @@ import Synchronization
 /// so after its naps one more late offer starts them again. A sibling loop that takes an offer gives the processor
 /// back within its pass, far below the threshold.
 ///
-/// Only `wakeUp(through:)`, `noteNewEvents(of:)` and `counts` are safe from other threads; the rest is loop thread
-/// only.
+/// Only `wakeUp(through:)`, `noteNewEvents(of:)`, `counts` and `wakeUpFutex` are safe from other threads; the rest is
+/// loop thread only.
 // @unchecked Sendable: every `var` is touched only on the loop's thread (the waiter's only caller there); the members
 // other threads use are the pipe and the futex (thread-safe), the counters (atomic) and `sourcesWithNewEvents` (a
 // lock).
