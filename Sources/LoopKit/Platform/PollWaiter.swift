@@ -44,7 +44,8 @@ import Synchronization
 // lock).
 final class PollWaiter: LoopWaiter, @unchecked Sendable {
     // MARK: What every wait touches
-    // First, and side by side, so that they share the object's first cache lines (see the same note in `Loop`).
+    // First, and side by side, so that they share the object's first cache lines (see the same note in `Loop`). The
+    // `var`s are the loop thread's.
     /// What a mode without descriptors sleeps on (`nil`: the pipe): Linux, the system clock, and the system's poll.
     private let futex: WakeupFutex?
     let counts = WaitCounts()
@@ -52,7 +53,7 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
     private let hasSourcesWithNewEvents = Atomic<Bool>(false)
     /// The large modes' epoll registrations, by `ModeItems` identity. Loop thread.
     @exclusivity(unchecked) private var registries: [ObjectIdentifier: DescriptorRegistry] = [:]
-    /// Loop thread. The last wait or look found the wake-up pipe readable, and it has not been drained since.
+    /// The last wait or look found the wake-up pipe readable, and it has not been drained since.
     @exclusivity(unchecked) private var hasUnreadPipeWakeUp = false
     /// The last wait ended for the futex's wake-up, and it has not been consumed since.
     @exclusivity(unchecked) private var hasUnreadFutexWakeUp = false
@@ -458,7 +459,8 @@ final class PollWaiter: LoopWaiter, @unchecked Sendable {
             instant = max(instant, last + Self.idleSweepSpacing)
         }
         guard instant < deadline else { return nil }
-        let nanoseconds = Int64(clamping: instant.nanoseconds - now.nanoseconds)  // `instant` is at least the delay on
+        // `instant` is at least `now` plus the delay: the difference is positive.
+        let nanoseconds = Int64(clamping: instant.nanoseconds - now.nanoseconds)
         return (instant, SystemPoller.milliseconds(nanoseconds))
     }
 
