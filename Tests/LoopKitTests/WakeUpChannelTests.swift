@@ -93,6 +93,27 @@ struct WakeUpChannelTests {
         #expect(state.post { _ in } == .wakeUp(.descriptor))
     }
 
+    /// A loop asleep on the futex, woken by a block: one write, one read, and the block runs in the pass that follows.
+    @Test func aBlockToALoopAsleepOnTheFutexWakesItWithOneWrite() throws {
+        try withTimerSlack(1_000) {  // the run's deadline is the wait's: on the futex only with tight slack
+            let (loop, waiter, items) = try self.loopWithoutDescriptors()
+            defer { loop.invalidate() }
+            waiter.runWillBegin(in: items)
+            #expect(waiter.wakeUpChannel(forWaitingIn: items, until: loop.now + .seconds(60)) == .futex)
+            let before = loop.counters
+            let producer = startThread {
+                guard waitUntil({ loop.isWaiting }) else { return }
+                loop.perform { loop.stop() }
+            }
+            #expect(loop.run(mode: .default, before: loop.now + .seconds(60)) == .stopped)
+            producer.join()
+            let spent = loop.counters.since(before)
+            #expect(spent.wakeUpWrites == 1)
+            #expect(spent.wakeUpDrains == 1)
+            #expect(spent.emptyWakeUps == 0)
+        }
+    }
+
     // MARK: A loop
 
     /// A loop on the Linux backend whose default mode holds one signalled source (no descriptor, no timer), its
