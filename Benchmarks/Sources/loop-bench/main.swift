@@ -62,6 +62,11 @@ let syscallCounting = SyscallCounter.isAvailable
     ? "counted: perf_event_open on the raw_syscalls/syscalls tracepoints, per thread"
     : "unavailable: perf_event_open on tracepoints refused (not root, or no tracefs)"
 
+let provenance = BuildProvenance.ofRunningExecutable()
+if !provenance.sourcesNewerThanBuild.isEmpty {
+    FileHandle.standardError.write(Data(("loop-bench: " + provenance.summary + "\n").utf8))
+}
+
 // The producer thread's sleeps (the gaps between samples) should last what they say.
 System.setTimerSlack(nanoseconds: 1_000)
 
@@ -70,6 +75,7 @@ print("")
 print("Machine: \(cores) cores (\(System.processorModel)), kernel \(System.kernelRelease), \(build) build, \(date); "
       + "load average at start \(loadAverage).")
 print("Heap allocations: \(allocationCounting). System calls: \(syscallCounting).")
+print(provenance.summary)
 print("Ratio columns: the implementation's p50 ÷ the reference's p50 (for throughput, rate ÷ rate).")
 print("")
 
@@ -122,7 +128,9 @@ if let path = options.jsonPath {
     let machine = JSONOutput.Machine(cores: cores, processor: System.processorModel,
                                      kernel: System.kernelRelease, date: date, build: build,
                                      quick: options.isQuick, runs: options.runs, loadAverageAtStart: loadAverage,
-                                     allocationCounting: allocationCounting, syscallCounting: syscallCounting)
+                                     allocationCounting: allocationCounting, syscallCounting: syscallCounting,
+                                     treeCommit: provenance.treeCommit,
+                                     sourcesNewerThanBuild: provenance.sourcesNewerThanBuild)
     do {
         try JSONOutput.write(to: path, machine: machine, runs: runs, targets: targets)
         context.progress("wrote \(path)")

@@ -24,6 +24,10 @@ enum JSONOutput {
         let loadAverageAtStart: String
         let allocationCounting: String
         let syscallCounting: String
+        /// The package's commit when the run began (`BuildProvenance`), "+changes" when its tree differed from it.
+        let treeCommit: String?
+        /// Sources modified after the binary was built: a non-empty list means the figures may be of other code.
+        let sourcesNewerThanBuild: [String]
     }
 
     struct Result: Encodable {
