@@ -75,12 +75,13 @@ struct BuildProvenance {
     private static func sourceFiles(under url: URL, root: URL) -> [String] {
         let rootPath = root.standardizedFileURL.path + "/"
         let relative = { (file: URL) in String(file.standardizedFileURL.path.dropFirst(rootPath.count)) }
+        let isSource = { (file: URL) in ["swift", "c", "h"].contains(file.pathExtension) }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) else { return [] }
-        guard isDirectory.boolValue else { return [relative(url)] }
+        guard isDirectory.boolValue else { return isSource(url) ? [relative(url)] : [] }
         let files = FileManager.default.enumerator(at: url, includingPropertiesForKeys: nil)?
             .compactMap { $0 as? URL } ?? []
-        return files.filter { ["swift", "c", "h"].contains($0.pathExtension) }.map(relative)
+        return files.filter(isSource).map(relative)
     }
 
     private static func treeCommit(in root: URL) -> String? {
