@@ -93,6 +93,17 @@ struct WakeUpChannelTests {
         #expect(state.post { _ in } == .wakeUp(.descriptor))
     }
 
+    // MARK: A loop
+
+    /// A loop on the Linux backend whose default mode holds one signalled source (no descriptor, no timer), its
+    /// waiter, and the mode's items.
+    private func loopWithoutDescriptors() throws -> (Loop, PollWaiter, ModeItems) {
+        let loop = try Loop.onLinuxBackend()
+        let waiter = try #require(loop.pollWaiter)
+        loop.add(LoopSource { _ in }, forMode: .default)
+        return (loop, waiter, loop.modeItems(for: .default))
+    }
+
     /// A loop asleep on the futex, woken by a block: one write, one read, and the block runs in the pass that follows.
     @Test func aBlockToALoopAsleepOnTheFutexWakesItWithOneWrite() throws {
         try withTimerSlack(1_000) {  // the run's deadline is the wait's: on the futex only with tight slack
@@ -112,17 +123,6 @@ struct WakeUpChannelTests {
             #expect(spent.wakeUpDrains == 1)
             #expect(spent.emptyWakeUps == 0)
         }
-    }
-
-    // MARK: A loop
-
-    /// A loop on the Linux backend whose default mode holds one signalled source (no descriptor, no timer), its
-    /// waiter, and the mode's items.
-    private func loopWithoutDescriptors() throws -> (Loop, PollWaiter, ModeItems) {
-        let loop = try Loop.onLinuxBackend()
-        let waiter = try #require(loop.pollWaiter)
-        loop.add(LoopSource { _ in }, forMode: .default)
-        return (loop, waiter, loop.modeItems(for: .default))
     }
 
     @Test func aModeWithoutDescriptorsSleepsOnTheFutexAndOneThatWatchesOneOnThePipe() throws {
