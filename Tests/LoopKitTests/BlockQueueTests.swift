@@ -28,6 +28,11 @@ struct BlockQueueTests {
         return taken
     }
 
+    /// Whether `queue` holds a block that may run in `mode` (a search, which the queue remembers).
+    private static func finds(_ queue: inout BlockQueue, _ mode: LoopMode, commonModes: Set<LoopMode>) -> Bool {
+        queue.hasBlock(admittedIn: mode, commonModes: commonModes)
+    }
+
     @Test func aBatchTakenIntoAnEmptyQueueTradesStorageAndRunsInOrder() {
         var queue = BlockQueue()
         var batch = [Self.block(1), Self.block(2), Self.block(3)]
@@ -50,8 +55,8 @@ struct BlockQueueTests {
         queue.take(&batch, capacityLimit: 4_096)
         #expect(Self.drain(&queue, in: .default) == [1, 3, 4])
         #expect(!queue.isEmpty)
-        #expect(queue.hasBlock(admittedIn: .tracking, commonModes: Self.common))
-        #expect(!queue.hasBlock(admittedIn: .default, commonModes: Self.common))
+        #expect(Self.finds(&queue, .tracking, commonModes: Self.common))
+        #expect(!Self.finds(&queue, .default, commonModes: Self.common))
         #expect(queue.takeAll().map(\.sequence) == [2])
         #expect(queue.isEmpty)
     }
@@ -123,5 +128,92 @@ struct BlockQueueTests {
         queue.take(&burst, capacityLimit: 16)  // appended behind block 1: the burst's own storage is let go
         #expect(burst.isEmpty && burst.capacity < 99)
         #expect(Self.drain(&queue, in: .default) == Array(2...100))
+    }
+
+    // MARK: Blocks parked for another mode
+
+    @Test func aBlockParkedForAnotherModeDoesNotMakeTheStorageGrowWithTheBlocksThatRunPastIt() {
+        var queue = BlockQueue()
+        var parked = [Self.block(1, .tracking)]
+        queue.take(&parked, capacityLimit: 4_096)
+        var largest = 0
+        for sequence in 2...1_000 as ClosedRange<UInt64> {
+            var batch = [Self.block(sequence)]
+            queue.take(&batch, capacityLimit: 4_096)
+            #expect(Self.drain(&queue, in: .default) == [sequence])
+            largest = max(largest, queue.storedEntryCount)
+        }
+        // The taken places behind block 1 are compacted away: a few entries, not 1,000.
+        #expect(largest <= 4)
+        #expect(Self.drain(&queue, in: .tracking) == [1])
+        #expect(queue.isEmpty && queue.storedEntryCount == 0)
+    }
+
+    @Test func aSearchPassesOverParkedBlocksOnceAndStillFindsTheBlocksQueuedAfterThem() {
+        var queue = BlockQueue()
+        var parked = (1...100).map { Self.block(UInt64($0), .tracking) }
+        queue.take(&parked, capacityLimit: 4_096)
+        #expect(Self.drain(&queue, in: .default) == [])
+        // Judged once: the next search for the default mode starts past them.
+        #expect(queue.searchStart(for: .default, commonModes: Self.common) == 100)
+        #expect(!Self.finds(&queue, .default, commonModes: Self.common))
+
+        var late = [Self.block(101), Self.block(102, .tracking), Self.block(103)]
+        queue.take(&late, capacityLimit: 4_096)
+        #expect(Self.finds(&queue, .default, commonModes: Self.common))
+        #expect(Self.drain(&queue, in: .default) == [101, 103])
+        #expect(queue.searchStart(for: .default, commonModes: Self.common) == 103)
+        // Another mode's search starts from the beginning, and finds them all, in order.
+        #expect(queue.searchStart(for: .tracking, commonModes: Self.common) == 0)
+        #expect(Self.drain(&queue, in: .tracking) == Array(1...100) + [102])
+        #expect(queue.isEmpty)
+    }
+
+    @Test func aJudgementDoesNotHoldForAnotherCommonSetOrAnotherExecutorHeldBack() {
+        var queue = BlockQueue()
+        let executor = ObjectIdentifier(Marker.self)
+        var batch = [Self.block(1, .common),
+                     QueuedBlock(sequence: 2, modes: .one(.default), body: {}, isJob: true, serialExecutor: executor)]
+        queue.take(&batch, capacityLimit: 4_096)
+
+        // In tracking, with a common set without it, block 1 may not run.
+        let defaultOnly: Set<LoopMode> = [.default]
+        #expect(!Self.finds(&queue, .tracking, commonModes: defaultOnly))
+        #expect(queue.searchStart(for: .tracking, commonModes: defaultOnly) == 2)
+        // Tracking joins the common modes: judged anew, block 1 may run.
+        #expect(queue.searchStart(for: .tracking, commonModes: Self.common) == 0)
+        #expect(Self.finds(&queue, .tracking, commonModes: Self.common))
+
+        // In default, with the executor's job held back (one of its jobs runs the loop nested), block 1 alone.
+        var position = 0
+        queue.beginDrain()
+        #expect(queue.takeNext(upTo: 2, admittedIn: .default, commonModes: Self.common, holdingBack: [executor],
+                               from: &position)?.sequence == 1)
+        #expect(queue.takeNext(upTo: 2, admittedIn: .default, commonModes: Self.common, holdingBack: [executor],
+                               from: &position) == nil)
+        #expect(queue.searchStart(for: .default, commonModes: Self.common, holdingBack: [executor]) == 2)
+        queue.endDrain(capacityLimit: 4_096)
+        // The job's executor is free again: its job is found.
+        #expect(queue.searchStart(for: .default, commonModes: Self.common) < 2)
+        #expect(Self.finds(&queue, .default, commonModes: Self.common))
+        #expect(Self.drain(&queue, in: .default) == [2])
+        #expect(queue.isEmpty)
+    }
+
+    @Test func aDrainNestedInAnotherModeLeavesTheOuterDrainItsBlocks() {
+        var queue = BlockQueue()
+        var batch = [Self.block(1), Self.block(2, .tracking), Self.block(3), Self.block(4, .tracking)]
+        queue.take(&batch, capacityLimit: 4_096)
+        var position = 0
+        queue.beginDrain()
+        #expect(queue.takeNext(upTo: 4, admittedIn: .default, commonModes: Self.common, from: &position)?
+            .sequence == 1)
+        // Block 1 runs the loop nested in tracking: 2 and 4 run there, and it judges 3 as not for it.
+        #expect(Self.drain(&queue, in: .tracking) == [2, 4])
+        #expect(queue.takeNext(upTo: 4, admittedIn: .default, commonModes: Self.common, from: &position)?
+            .sequence == 3)
+        #expect(queue.takeNext(upTo: 4, admittedIn: .default, commonModes: Self.common, from: &position) == nil)
+        queue.endDrain(capacityLimit: 4_096)
+        #expect(queue.isEmpty && queue.storedEntryCount == 0)
     }
 }

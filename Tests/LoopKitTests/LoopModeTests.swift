@@ -173,4 +173,28 @@ struct LoopBlockTests {
         loop.run(mode: .tracking, before: loop.now)
         #expect(ran.elements == ["t1", "c1", "t2"])
     }
+
+    /// While a block waits for tracking, thousands of blocks run in default past it: the loop's queue keeps a few
+    /// entries, not one per block that ran (its storage grew with each before), and the parked block still runs first
+    /// when tracking does, with one queued in tracking later.
+    @Test func aBlockWaitingForTrackingDoesNotMakeTheQueueGrowWithTheDefaultModesBlocks() throws {
+        let loop = try Loop(clock: ManualLoopClock())
+        defer { loop.invalidate() }
+        let ran = Recorder<String>()
+        loop.perform(inModes: [.tracking]) { ran.append("tracking 1") }
+        var largest = 0
+        for index in 1...2_000 {
+            loop.perform { ran.append("default \(index)") }
+            if index.isMultiple(of: 2) {
+                loop.run(mode: .default, before: loop.now)
+                largest = max(largest, loop.blockQueue.storedEntryCount)
+            }
+        }
+        #expect(largest <= 8)
+        #expect(ran.elements == (1...2_000).map { "default \($0)" })
+        loop.perform(inModes: [.tracking]) { ran.append("tracking 2") }
+        loop.run(mode: .tracking, before: loop.now)
+        #expect(ran.elements.suffix(2) == ["tracking 1", "tracking 2"])
+        #expect(loop.blockQueue.storedEntryCount == 0)
+    }
 }

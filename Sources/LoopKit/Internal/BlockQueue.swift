@@ -9,11 +9,21 @@
 /// The usual batch arrives in an empty queue and leaves it empty: it is taken by trading storage with the shared
 /// state's list (no copy, no reference counting), and each block is moved out, leaving `QueuedBlock.taken` in its
 /// place, so that the wake-up of a sleeping loop runs its block through as little code as it can.
+///
+/// Blocks parked for a mode the loop is not running cost a pass nothing once judged: a search remembers how far it
+/// found no block for its mode (`searchStart`), and the places of blocks taken around them are compacted away, so
+/// neither the storage nor a drain grows with the blocks that ran past them.
 struct BlockQueue {
     /// Blocks in queue order; taken ones are `QueuedBlock.taken` until the outermost drain compacts the storage, and
     /// `head` skips the taken prefix.
     private var entries: [QueuedBlock] = []
     private var head = 0
+    /// How many of `entries` are the places of taken blocks (those of the prefix `head` skips included).
+    private var takenPlaces = 0
+    /// What the last search that found nothing knows: no block in `entries[head..<end]` may run in `mode` with
+    /// `commonModes` (`nil` while no block may name `.common`) and the jobs of `heldBack` held back. Taking blocks and
+    /// appending new ones keep it true; compacting the storage, which moves entries, forgets it.
+    private var judged: (mode: LoopMode, commonModes: Set<LoopMode>?, heldBack: [ObjectIdentifier], end: Int)?
     /// How many drains are running (nested in each other's blocks): only the outermost compacts.
     private var drainDepth = 0
     /// The sequence number of the last block appended (blocks arrive in sequence order).
@@ -54,11 +64,54 @@ struct BlockQueue {
     }
 
     /// Whether a block that `mode` admits is waiting, not counting the jobs of the serial executors in `heldBack`.
-    func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>?,
-                  holdingBack heldBack: [ObjectIdentifier] = []) -> Bool {
-        self.entries[self.head...].contains { entry in
-            !entry.isTaken && Self.isFree(entry, heldBack: heldBack) && entry.modes.admit(mode, commonModes: commonModes)
+    ///
+    /// - Complexity: O(*k*) for the *k* entries queued since the last search for `mode` that found none.
+    mutating func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>?,
+                           holdingBack heldBack: [ObjectIdentifier] = []) -> Bool {
+        var position = self.searchStart(for: mode, commonModes: commonModes, holdingBack: heldBack)
+        while position < self.entries.count {
+            if self.mayRun(at: position, in: mode, commonModes: commonModes, heldBack: heldBack) {
+                self.noteNothingRuns(before: position, in: mode, commonModes: commonModes, heldBack: heldBack)
+                return true
+            }
+            position += 1
         }
+        self.noteNothingRuns(before: position, in: mode, commonModes: commonModes, heldBack: heldBack)
+        return false
+    }
+
+    /// Where a search for a block that may run in `mode` starts: past the entries that an earlier search with the
+    /// same mode, common set and held-back executors judged (none of them could run), or at `head`.
+    func searchStart(for mode: LoopMode, commonModes: Set<LoopMode>?,
+                     holdingBack heldBack: [ObjectIdentifier] = []) -> Int {
+        guard let judged = self.judged, judged.mode == mode, judged.heldBack == heldBack,
+              judged.commonModes == self.judgingKey(commonModes) else {
+            return self.head
+        }
+        return max(self.head, judged.end)
+    }
+
+    /// Records that no entry before `end` may run in `mode` (searched from `searchStart`).
+    @inline(__always)
+    private mutating func noteNothingRuns(before end: Int, in mode: LoopMode, commonModes: Set<LoopMode>?,
+                                          heldBack: [ObjectIdentifier]) {
+        self.judged = (mode, self.judgingKey(commonModes), heldBack, end)
+    }
+
+    /// The common set as a judgement depends on it: not at all while no block may name `.common` (a drain passes
+    /// `nil` then, other searches the set, and both judge alike).
+    @inline(__always)
+    private func judgingKey(_ commonModes: Set<LoopMode>?) -> Set<LoopMode>? {
+        self.mayHoldCommonBlocks ? commonModes : nil
+    }
+
+    /// Whether the entry at `position` is a block, not held back, that `mode` admits (read in place, without a copy,
+    /// which would retain its closure).
+    @inline(__always)
+    private func mayRun(at position: Int, in mode: LoopMode, commonModes: Set<LoopMode>?,
+                        heldBack: [ObjectIdentifier]) -> Bool {
+        !self.entries[position].isTaken && Self.isFree(self.entries[position], heldBack: heldBack)
+            && self.entries[position].modes.admit(mode, commonModes: commonModes)
     }
 
     /// Whether `entry` is not a job of one of the serial executors in `heldBack` (read in place, without a copy).
@@ -76,7 +129,8 @@ struct BlockQueue {
     /// cursor the drain keeps; a nested drain never moves entries, so it stays valid). The jobs of the serial
     /// executors in `heldBack` are passed over, and stay queued in their place.
     ///
-    /// - Complexity: O(1) amortized when every block is admitted.
+    /// - Complexity: O(1) amortized when every block is admitted; blocks parked for other modes are passed over once,
+    ///   not at every drain.
     mutating func takeNext(
         upTo limit: UInt64,
         admittedIn mode: LoopMode,
@@ -84,39 +138,54 @@ struct BlockQueue {
         holdingBack heldBack: [ObjectIdentifier] = [],
         from position: inout Int
     ) -> QueuedBlock? {
-        position = max(position, self.head)
+        // The entries before the cursor were judged by this drain, those before `searchStart` by an earlier search:
+        // none of them may run now (taking and appending cannot change that, and the drain's mode and held-back
+        // executors stay as they are).
+        position = max(position, self.searchStart(for: mode, commonModes: commonModes, holdingBack: heldBack))
         while position < self.entries.count {
             // Read in place: a copy of the entry would retain and release its closure.
             if self.entries[position].isTaken {
                 position += 1
                 continue
             }
-            guard self.entries[position].sequence <= limit else { return nil }
+            guard self.entries[position].sequence <= limit else { break }
             if Self.isFree(self.entries[position], heldBack: heldBack)
                 && self.entries[position].modes.admit(mode, commonModes: commonModes) {
                 var block = QueuedBlock.taken
                 swap(&block, &self.entries[position])  // moved out: the queue keeps no reference to it
+                self.takenPlaces += 1
                 self.advanceHead()
                 position += 1
                 return block
             }
             position += 1
         }
+        // Nothing before the cursor may run: later searches start there. (A queue left empty, as the usual drain
+        // leaves it, is reset by the drain's end instead.)
+        if !self.isEmpty {
+            self.noteNothingRuns(before: position, in: mode, commonModes: commonModes, heldBack: heldBack)
+        }
         return nil
     }
 
-    /// Ends a drain; the outermost one lets go of the taken entries' storage.
+    /// Ends a drain; the outermost one lets go of the taken entries' storage, and compacts it once most of it is taken
+    /// places (behind a block parked for another mode, say), so that it does not grow with the blocks that ran.
     mutating func endDrain(capacityLimit: Int) {
         self.drainDepth -= 1
         guard self.drainDepth == 0 else { return }
         if self.isEmpty {
             let keep = self.entries.capacity <= capacityLimit
             self.entries.removeAll(keepingCapacity: keep)
-            self.head = 0
+            self.forgetPlaces()
             self.mayHoldCommonBlocks = false
-        } else if self.head > self.entries.count / 2 {
-            self.entries.removeFirst(self.head)
-            self.head = 0
+        } else if self.takenPlaces > self.entries.count / 2 {
+            // O(n) for more than n/2 blocks taken since the last compaction: O(1) amortized per block.
+            if self.takenPlaces == self.head {
+                self.entries.removeFirst(self.head)
+            } else {
+                self.entries.removeAll { $0.isTaken }
+            }
+            self.forgetPlaces()
         }
     }
 
@@ -124,9 +193,19 @@ struct BlockQueue {
     mutating func takeAll() -> [QueuedBlock] {
         let blocks = self.entries[self.head...].filter { !$0.isTaken }
         self.entries = []
-        self.head = 0
+        self.forgetPlaces()
         self.mayHoldCommonBlocks = false
         return blocks
+    }
+
+    /// How many entries the storage holds, taken places included (for tests).
+    var storedEntryCount: Int { self.entries.count }
+
+    /// After the entries moved or went: no taken place is left, and no judgement holds.
+    private mutating func forgetPlaces() {
+        self.head = 0
+        self.takenPlaces = 0
+        self.judged = nil
     }
 
     private mutating func advanceHead() {
