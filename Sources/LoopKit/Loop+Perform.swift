@@ -16,7 +16,7 @@ extension Loop {
 
     /// `perform(_:)`, whose trap names `call` (the API the user called).
     func perform(call: StaticString, _ block: @escaping @Sendable () -> Void) {
-        self.enqueue(.single(.default), block, call: call)
+        self.enqueue(.defaultMode, block, call: call)
     }
 
     /// Queues `block` to run in any of `modes` (`.common` stands for the common modes at the time it runs). Any thread.

@@ -20,10 +20,14 @@ struct BlockQueue {
     private var head = 0
     /// How many of `entries` are the places of taken blocks (those of the prefix `head` skips included).
     private var takenPlaces = 0
-    /// What the last search that found nothing knows: no block in `entries[head..<end]` may run in `mode` with
-    /// `commonModes` (`nil` while no block may name `.common`) and the jobs of `heldBack` held back. Taking blocks and
-    /// appending new ones keep it true; compacting the storage, which moves entries, forgets it.
-    private var judged: (mode: LoopMode, commonModes: Set<LoopMode>?, heldBack: [ObjectIdentifier], end: Int)?
+    /// What the last search that found nothing knows: no block in `entries[head..<judgedEnd]` may run in `judgedMode`
+    /// with `judgedCommonModes` (`nil` while no block may name `.common`) and the jobs of `judgedHeldBack` held back.
+    /// Taking blocks and appending new ones keep it true; compacting the storage, which moves entries, forgets it
+    /// (`judgedEnd` 0). Apart fields, not an optional tuple: the usual drain reads one integer, and copies nothing.
+    private var judgedEnd = 0
+    private var judgedMode = LoopMode.default
+    private var judgedCommonModes: Set<LoopMode>?
+    private var judgedHeldBack: [ObjectIdentifier] = []
     /// How many drains are running (nested in each other's blocks): only the outermost compacts.
     private var drainDepth = 0
     /// The sequence number of the last block appended (blocks arrive in sequence order).
@@ -69,8 +73,9 @@ struct BlockQueue {
     mutating func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>?,
                            holdingBack heldBack: [ObjectIdentifier] = []) -> Bool {
         var position = self.searchStart(for: mode, commonModes: commonModes, holdingBack: heldBack)
+        let isDefault = mode == .default
         while position < self.entries.count {
-            if self.mayRun(at: position, in: mode, commonModes: commonModes, heldBack: heldBack) {
+            if self.mayRun(at: position, in: mode, isDefault: isDefault, commonModes: commonModes, heldBack: heldBack) {
                 self.noteNothingRuns(before: position, in: mode, commonModes: commonModes, heldBack: heldBack)
                 return true
             }
@@ -84,18 +89,21 @@ struct BlockQueue {
     /// same mode, common set and held-back executors judged (none of them could run), or at `head`.
     func searchStart(for mode: LoopMode, commonModes: Set<LoopMode>?,
                      holdingBack heldBack: [ObjectIdentifier] = []) -> Int {
-        guard let judged = self.judged, judged.mode == mode, judged.heldBack == heldBack,
-              judged.commonModes == self.judgingKey(commonModes) else {
+        guard self.judgedEnd > self.head, self.judgedMode == mode, self.judgedHeldBack == heldBack,
+              self.judgedCommonModes == self.judgingKey(commonModes) else {
             return self.head
         }
-        return max(self.head, judged.end)
+        return self.judgedEnd
     }
 
     /// Records that no entry before `end` may run in `mode` (searched from `searchStart`).
     @inline(__always)
     private mutating func noteNothingRuns(before end: Int, in mode: LoopMode, commonModes: Set<LoopMode>?,
                                           heldBack: [ObjectIdentifier]) {
-        self.judged = (mode, self.judgingKey(commonModes), heldBack, end)
+        self.judgedEnd = end
+        self.judgedMode = mode
+        self.judgedCommonModes = self.judgingKey(commonModes)
+        self.judgedHeldBack = heldBack
     }
 
     /// The common set as a judgement depends on it: not at all while no block may name `.common` (a drain passes
@@ -108,10 +116,10 @@ struct BlockQueue {
     /// Whether the entry at `position` is a block, not held back, that `mode` admits (read in place, without a copy,
     /// which would retain its closure).
     @inline(__always)
-    private func mayRun(at position: Int, in mode: LoopMode, commonModes: Set<LoopMode>?,
+    private func mayRun(at position: Int, in mode: LoopMode, isDefault: Bool, commonModes: Set<LoopMode>?,
                         heldBack: [ObjectIdentifier]) -> Bool {
         !self.entries[position].isTaken && Self.isFree(self.entries[position], heldBack: heldBack)
-            && self.entries[position].modes.admit(mode, commonModes: commonModes)
+            && self.entries[position].admits(mode, isDefault: isDefault, commonModes: commonModes)
     }
 
     /// Whether `entry` is not a job of one of the serial executors in `heldBack` (read in place, without a copy).
@@ -142,6 +150,7 @@ struct BlockQueue {
         // none of them may run now (taking and appending cannot change that, and the drain's mode and held-back
         // executors stay as they are).
         position = max(position, self.searchStart(for: mode, commonModes: commonModes, holdingBack: heldBack))
+        let isDefault = mode == .default
         while position < self.entries.count {
             // Read in place: a copy of the entry would retain and release its closure.
             if self.entries[position].isTaken {
@@ -150,7 +159,7 @@ struct BlockQueue {
             }
             guard self.entries[position].sequence <= limit else { break }
             if Self.isFree(self.entries[position], heldBack: heldBack)
-                && self.entries[position].modes.admit(mode, commonModes: commonModes) {
+                && self.entries[position].admits(mode, isDefault: isDefault, commonModes: commonModes) {
                 var block = QueuedBlock.taken
                 swap(&block, &self.entries[position])  // moved out: the queue keeps no reference to it
                 self.takenPlaces += 1
@@ -205,7 +214,7 @@ struct BlockQueue {
     private mutating func forgetPlaces() {
         self.head = 0
         self.takenPlaces = 0
-        self.judged = nil
+        self.judgedEnd = 0
     }
 
     private mutating func advanceHead() {

@@ -122,8 +122,10 @@ struct ModeTimers {
     /// returns, and then it is queued afresh in every mode (or leaves them all), so its entries are stale by then and
     /// may be dropped now. The same holds for what is left of an outer pass's batch.
     private mutating func earliest(coalescedWithinTolerances: Bool) -> UInt64? {
-        // The usual wait: no outer batch left, and the earliest entry waitable, with no tolerance to coalesce within.
-        // Decided in place, without the copy of the table and the closure the general case below needs.
+        // The usual waits: no outer batch left, and no timer at all (a mode of sources), or the earliest entry
+        // waitable, with no tolerance to coalesce within. Decided in place, without the copy of the table and the
+        // closure the general case below needs.
+        guard self.nextDue < self.due.count || !self.queue.isEmpty else { return nil }
         if self.nextDue >= self.due.count, let first = self.queue.first,
            !coalescedWithinTolerances || first.tolerance == 0,
            self.slots[Int(first.slot)].push == first.push, self.slots[Int(first.slot)].timer?.isFiring == false {

@@ -1,6 +1,8 @@
 /// The modes a queued block may run in.
 enum BlockModes: Sendable {
-    /// One mode, not `.common`.
+    /// The default mode alone: most blocks (`perform(_:)`'s), told apart without comparing a name.
+    case defaultMode
+    /// One mode, not `.common` or `.default`.
     case single(LoopMode)
     /// The common modes, as they are when the block is judged.
     case common
@@ -8,7 +10,7 @@ enum BlockModes: Sendable {
 
     /// `mode` alone (`.common` stands for the common modes).
     static func one(_ mode: LoopMode) -> BlockModes {
-        mode == .common ? .common : .single(mode)
+        mode == .common ? .common : mode == .default ? .defaultMode : .single(mode)
     }
 
     /// `modes`, not empty.
@@ -21,6 +23,8 @@ enum BlockModes: Sendable {
     @inline(__always)  // read in place in the queue: a call would copy the modes, and retain and release their names
     func admit(_ mode: LoopMode, commonModes: Set<LoopMode>?) -> Bool {
         switch self {
+        case .defaultMode:
+            return mode == .default
         case .single(let queued):
             return queued == mode
         case .common:
@@ -34,7 +38,7 @@ enum BlockModes: Sendable {
     @inline(__always)
     var mayNameCommon: Bool {
         switch self {
-        case .single: false
+        case .defaultMode, .single: false
         case .common, .several: true
         }
     }
@@ -44,6 +48,9 @@ enum BlockModes: Sendable {
 struct QueuedBlock: Sendable {
     let sequence: UInt64
     let modes: BlockModes
+    /// `modes` is the default mode alone, as for most blocks: a drain judges them without reading `modes`, which
+    /// would copy it (and retain and release a mode's name) through the value witnesses.
+    let isForDefaultModeOnly: Bool
     let body: @Sendable () -> Void
     /// An executor's job, not a `perform` block: the end of the loop runs it rather than drop it, since its task
     /// would otherwise wait for ever.
@@ -53,10 +60,30 @@ struct QueuedBlock: Sendable {
     /// as its task executor, which need not run one at a time.
     var serialExecutor: ObjectIdentifier? = nil
 
+    init(sequence: UInt64, modes: BlockModes, body: @escaping @Sendable () -> Void, isJob: Bool = false,
+         serialExecutor: ObjectIdentifier? = nil) {
+        self.sequence = sequence
+        self.modes = modes
+        if case .defaultMode = modes {
+            self.isForDefaultModeOnly = true
+        } else {
+            self.isForDefaultModeOnly = false
+        }
+        self.body = body
+        self.isJob = isJob
+        self.serialExecutor = serialExecutor
+    }
+
+    /// Whether the block may run in `mode` (`isDefault`: `mode` is the default mode, decided once by the caller).
+    @inline(__always)
+    func admits(_ mode: LoopMode, isDefault: Bool, commonModes: Set<LoopMode>?) -> Bool {
+        self.isForDefaultModeOnly ? isDefault : self.modes.admit(mode, commonModes: commonModes)
+    }
+
     /// What a `BlockQueue` leaves in a block's place when it takes it: sequence 0, no closure context, no storage to
     /// retain or release.
     static var taken: QueuedBlock {
-        QueuedBlock(sequence: 0, modes: .single(.default), body: {})
+        QueuedBlock(sequence: 0, modes: .defaultMode, body: {})
     }
 
     /// Whether this is the place of a block already taken.
