@@ -100,7 +100,7 @@ struct BlockQueue {
     @inline(__always)
     private mutating func noteNothingRuns(before end: Int, in mode: LoopMode, commonModes: Set<LoopMode>?,
                                           heldBack: [ObjectIdentifier]) {
-        self.judgedEnd = end
+        self.judgedEnd = min(end, self.entries.count)  // never past the storage, should a cursor outlive a move
         self.judgedMode = mode
         self.judgedCommonModes = self.judgingKey(commonModes)
         self.judgedHeldBack = heldBack

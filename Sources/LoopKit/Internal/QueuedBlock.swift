@@ -2,7 +2,7 @@
 enum BlockModes: Sendable {
     /// The default mode alone: most blocks (`perform(_:)`'s), told apart without comparing a name.
     case defaultMode
-    /// One mode, not `.common` or `.default`.
+    /// One mode, not `.common` (`one(_:)` makes the default mode `defaultMode`).
     case single(LoopMode)
     /// The common modes, as they are when the block is judged.
     case common
