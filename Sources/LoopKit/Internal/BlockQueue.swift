@@ -73,9 +73,8 @@ struct BlockQueue {
     mutating func hasBlock(admittedIn mode: LoopMode, commonModes: Set<LoopMode>?,
                            holdingBack heldBack: [ObjectIdentifier] = []) -> Bool {
         var position = self.searchStart(for: mode, commonModes: commonModes, holdingBack: heldBack)
-        let isDefault = mode == .default
         while position < self.entries.count {
-            if self.mayRun(at: position, in: mode, isDefault: isDefault, commonModes: commonModes, heldBack: heldBack) {
+            if self.mayRun(at: position, in: mode, commonModes: commonModes, heldBack: heldBack) {
                 self.noteNothingRuns(before: position, in: mode, commonModes: commonModes, heldBack: heldBack)
                 return true
             }
@@ -116,10 +115,10 @@ struct BlockQueue {
     /// Whether the entry at `position` is a block, not held back, that `mode` admits (read in place, without a copy,
     /// which would retain its closure).
     @inline(__always)
-    private func mayRun(at position: Int, in mode: LoopMode, isDefault: Bool, commonModes: Set<LoopMode>?,
+    private func mayRun(at position: Int, in mode: LoopMode, commonModes: Set<LoopMode>?,
                         heldBack: [ObjectIdentifier]) -> Bool {
         !self.entries[position].isTaken && Self.isFree(self.entries[position], heldBack: heldBack)
-            && self.entries[position].admits(mode, isDefault: isDefault, commonModes: commonModes)
+            && self.entries[position].modes.admit(mode, commonModes: commonModes)
     }
 
     /// Whether `entry` is not a job of one of the serial executors in `heldBack` (read in place, without a copy).
@@ -150,7 +149,6 @@ struct BlockQueue {
         // none of them may run now (taking and appending cannot change that, and the drain's mode and held-back
         // executors stay as they are).
         position = max(position, self.searchStart(for: mode, commonModes: commonModes, holdingBack: heldBack))
-        let isDefault = mode == .default
         while position < self.entries.count {
             // Read in place: a copy of the entry would retain and release its closure.
             if self.entries[position].isTaken {
@@ -158,8 +156,7 @@ struct BlockQueue {
                 continue
             }
             guard self.entries[position].sequence <= limit else { break }
-            if Self.isFree(self.entries[position], heldBack: heldBack)
-                && self.entries[position].admits(mode, isDefault: isDefault, commonModes: commonModes) {
+            if self.mayRun(at: position, in: mode, commonModes: commonModes, heldBack: heldBack) {
                 var block = QueuedBlock.taken
                 swap(&block, &self.entries[position])  // moved out: the queue keeps no reference to it
                 self.takenPlaces += 1
@@ -189,11 +186,7 @@ struct BlockQueue {
             self.mayHoldCommonBlocks = false
         } else if self.takenPlaces > self.entries.count / 2 {
             // O(n) for more than n/2 blocks taken since the last compaction: O(1) amortized per block.
-            if self.takenPlaces == self.head {
-                self.entries.removeFirst(self.head)
-            } else {
-                self.entries.removeAll { $0.isTaken }
-            }
+            self.entries.removeAll { $0.isTaken }
             self.forgetPlaces()
         }
     }

@@ -48,9 +48,6 @@ enum BlockModes: Sendable {
 struct QueuedBlock: Sendable {
     let sequence: UInt64
     let modes: BlockModes
-    /// `modes` is the default mode alone, as for most blocks: a drain judges them without reading `modes`, which
-    /// would copy it (and retain and release a mode's name) through the value witnesses.
-    let isForDefaultModeOnly: Bool
     let body: @Sendable () -> Void
     /// An executor's job, not a `perform` block: the end of the loop runs it rather than drop it, since its task
     /// would otherwise wait for ever.
@@ -59,26 +56,6 @@ struct QueuedBlock: Sendable {
     /// this one runs, a run nested in it included. `nil` for a block, and for the job of a task that prefers the loop
     /// as its task executor, which need not run one at a time.
     var serialExecutor: ObjectIdentifier? = nil
-
-    init(sequence: UInt64, modes: BlockModes, body: @escaping @Sendable () -> Void, isJob: Bool = false,
-         serialExecutor: ObjectIdentifier? = nil) {
-        self.sequence = sequence
-        self.modes = modes
-        if case .defaultMode = modes {
-            self.isForDefaultModeOnly = true
-        } else {
-            self.isForDefaultModeOnly = false
-        }
-        self.body = body
-        self.isJob = isJob
-        self.serialExecutor = serialExecutor
-    }
-
-    /// Whether the block may run in `mode` (`isDefault`: `mode` is the default mode, decided once by the caller).
-    @inline(__always)
-    func admits(_ mode: LoopMode, isDefault: Bool, commonModes: Set<LoopMode>?) -> Bool {
-        self.isForDefaultModeOnly ? isDefault : self.modes.admit(mode, commonModes: commonModes)
-    }
 
     /// What a `BlockQueue` leaves in a block's place when it takes it: sequence 0, no closure context, no storage to
     /// retain or release.
