@@ -57,6 +57,11 @@ struct GridLateness {
     var repeated = 0
     /// Fires up to `earlyAllowance` before their slot.
     var early = 0
+    /// The times of the missed slots, ascending.
+    var missedSlotTimes: [UInt64] = []
+    /// Stretches between two fires (or a run's first slot and its first fire, or its last fire and the end of its
+    /// slots) longer than a period and `stallAllowance`: where the ticker's thread did not run when it should have.
+    var stalls: [ClosedRange<UInt64>] = []
 
     /// No fires, no slots.
     init() {}
@@ -74,8 +79,12 @@ struct GridLateness {
     ///   - first: The first slot.
     ///   - period: The grid's period in nanoseconds.
     ///   - slots: How many slots the run covered; fires for later slots are ignored.
-    init(fires: [UInt64], first: UInt64, period: UInt64, slots: Int, earlyAllowance: UInt64 = 50_000) {
+    ///   - stallAllowance: How much longer than a period a stretch without fires must be to count as a stall.
+    init(fires: [UInt64], first: UInt64, period: UInt64, slots: Int, earlyAllowance: UInt64 = 50_000,
+         stallAllowance: UInt64 = 500_000) {
         var seen = [Bool](repeating: false, count: slots)
+        let end = first &+ UInt64(slots) &* period
+        var previous = first &- period  // as if a fire had come on time for the slot before the first
         for fire in fires {
             guard fire &+ earlyAllowance >= first else {
                 self.early += 1
@@ -83,6 +92,8 @@ struct GridLateness {
             }
             let slot = Int((fire &+ earlyAllowance &- first) / period)
             guard slot < slots else { continue }
+            if fire &- previous > period &+ stallAllowance { self.stalls.append(previous...fire) }
+            previous = max(previous, fire)
             let slotTime = first &+ UInt64(slot) &* period
             if fire < slotTime {
                 self.early += 1
@@ -92,6 +103,17 @@ struct GridLateness {
             }
             if seen[slot] { self.repeated += 1 } else { seen[slot] = true }
         }
-        self.missed = seen.lazy.filter { !$0 }.count
+        if end &- previous > period &+ stallAllowance { self.stalls.append(previous...end) }
+        self.missedSlotTimes = seen.indices.lazy.filter { !seen[$0] }.map { first &+ UInt64($0) &* period }
+        self.missed = self.missedSlotTimes.count
+    }
+
+    /// How many of this ticker's missed slots fell in a stall of its own that overlaps a stall of one of `others`:
+    /// a stretch when the host ran neither thread, rather than one when only this ticker fell behind.
+    func missedInSharedStalls(with others: [GridLateness]) -> Int {
+        self.missedSlotTimes.lazy.filter { slotTime in
+            let own = self.stalls.first { $0.contains(slotTime) } ?? slotTime...slotTime
+            return others.contains { other in other.stalls.contains { $0.overlaps(own) } }
+        }.count
     }
 }

@@ -34,11 +34,14 @@ struct TimerScenario: Scenario {
             report.floor = Self.floor
             report.foundation = Self.foundation
             report.plotsCDF = true
-            for (runner, run) in zip(runners, runs) {
+            for (index, (runner, run)) in zip(runners, runs).enumerated() {
                 var result = ImplementationResult(implementation: runner.name,
                                                   distribution: Distribution(nanoseconds: run.lateness))
+                var others = runs
+                others.remove(at: index)
                 result.figures = [Figure(name: "slots", value: Double(slots)),
                                   Figure(name: "missed", value: Double(run.missed)),
+                                  Figure(name: "missed, shared", value: Double(run.missedInSharedStalls(with: others))),
                                   Figure(name: "early", value: Double(run.early))]
                 report.results.append(result)
             }
@@ -54,6 +57,10 @@ struct TimerScenario: Scenario {
                     + "of each way on a loaded host, together gave no higher p50s than alone). Lateness = fire "
                     + "time − the latest slot at or before it; 'missed': slots with no fire; 'early': fires before "
                     + "their slot (up to 50 µs, counted as 0).",
+                "'missed, shared': the missed slots that fell in a stall (over a period + 0.5 ms without a fire) "
+                    + "overlapping a stall of another implementation's thread in the same run: a stretch when the "
+                    + "host ran neither thread. The rest fell in a stall of that implementation alone, which the "
+                    + "host may still have caused (a stalled processor stops only the threads that sleep on it).",
                 "The ppoll floor sleeps the way a loop that also watches descriptors must: in ppoll on a timerfd armed "
                     + "at each slot. It shows what the wait itself costs over clock_nanosleep; the verdicts use the "
                     + "clock_nanosleep floor.",
