@@ -62,6 +62,12 @@ let syscallCounting = SyscallCounter.isAvailable
     ? "counted: perf_event_open on the raw_syscalls/syscalls tracepoints, per thread"
     : "unavailable: perf_event_open on tracepoints refused (not root, or no tracefs)"
 
+let memoryMonitors = System.runningMemoryMonitors
+let memoryMonitoring = memoryMonitors.isEmpty
+    ? "none running"
+    : "DAMON running (kdamond \(memoryMonitors.map(String.init).joined(separator: ", "))): its sampling can hold a "
+        + "processor for milliseconds, making whichever timer wakes there that late"
+
 let provenance = BuildProvenance.ofRunningExecutable()
 if !provenance.sourcesNewerThanBuild.isEmpty {
     FileHandle.standardError.write(Data(("loop-bench: " + provenance.summary + "\n").utf8))
@@ -75,6 +81,7 @@ print("")
 print("Machine: \(cores) cores (\(System.processorModel)), kernel \(System.kernelRelease), \(build) build, \(date); "
       + "load average at start \(loadAverage).")
 print("Heap allocations: \(allocationCounting). System calls: \(syscallCounting).")
+print("Kernel memory monitors: \(memoryMonitoring).")
 print(provenance.summary)
 print("Ratio columns: the implementation's p50 ÷ the reference's p50 (for throughput, rate ÷ rate).")
 print("")
@@ -129,6 +136,7 @@ if let path = options.jsonPath {
                                      kernel: System.kernelRelease, date: date, build: build,
                                      quick: options.isQuick, runs: options.runs, loadAverageAtStart: loadAverage,
                                      allocationCounting: allocationCounting, syscallCounting: syscallCounting,
+                                     memoryMonitoring: memoryMonitoring,
                                      treeCommit: provenance.treeCommit,
                                      sourcesNewerThanBuild: provenance.sourcesNewerThanBuild)
     do {

@@ -24,6 +24,8 @@ enum JSONOutput {
         let loadAverageAtStart: String
         let allocationCounting: String
         let syscallCounting: String
+        /// The kernel's DAMON monitors running during the run, or "none running" (`System.runningMemoryMonitors`).
+        let memoryMonitoring: String
         /// The package's commit when the run began (`BuildProvenance`), "+changes" when its tree differed from it.
         let treeCommit: String?
         /// Sources modified after the binary was built: a non-empty list means the figures may be of other code.

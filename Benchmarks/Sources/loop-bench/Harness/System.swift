@@ -76,6 +76,20 @@ enum System {
             ?? "unknown"
     }()
 
+    /// The kernel's DAMON monitors that are running (`/sys/kernel/mm/damon/admin/kdamonds/N/state` reads "on"), by
+    /// number. On the VMs these figures come from, one samples physical memory to page out cold file pages, and each
+    /// sampling holds a processor for up to about 5 ms, in the kernel where a woken thread cannot preempt it: a timer
+    /// whose thread wakes there is late by that much (RESULTS.md, 2026-12-07 16:00).
+    static var runningMemoryMonitors: [Int] {
+        let directory = "/sys/kernel/mm/damon/admin/kdamonds"
+        let count = (try? String(contentsOfFile: directory + "/nr_kdamonds", encoding: .utf8))
+            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
+        return (0..<max(count, 0)).filter { index in
+            let state = try? String(contentsOfFile: "\(directory)/\(index)/state", encoding: .utf8)
+            return state?.trimmingCharacters(in: .whitespacesAndNewlines) == "on"
+        }
+    }
+
     /// Whether this process may use the real-time class (checked on a throwaway thread).
     static let canUseRealtime = succeedsOnAThrowawayThread(named: "bench-rt-check", System.setRealtimePriority)
 
