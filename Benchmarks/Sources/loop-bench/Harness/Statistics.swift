@@ -109,7 +109,8 @@ struct GridLateness {
     }
 
     /// How many of this ticker's missed slots fell in a stall of its own that overlaps a stall of one of `others`:
-    /// a stretch when the host ran neither thread, rather than one when only this ticker fell behind.
+    /// a stretch when neither thread ran (as when the host stops the processor both sleep on), rather than one when
+    /// only this ticker fell behind (as behind a kernel thread on its processor).
     func missedInSharedStalls(with others: [GridLateness]) -> Int {
         self.missedSlotTimes.lazy.filter { slotTime in
             let own = self.stalls.first { $0.contains(slotTime) } ?? slotTime...slotTime

@@ -78,8 +78,9 @@ enum System {
 
     /// The kernel's DAMON monitors that are running (`/sys/kernel/mm/damon/admin/kdamonds/N/state` reads "on"), by
     /// number. On the VMs these figures come from, one samples physical memory to page out cold file pages, and each
-    /// sampling holds a processor for up to about 5 ms, in the kernel where a woken thread cannot preempt it: a timer
-    /// whose thread wakes there is late by that much (RESULTS.md, 2026-12-07 16:00).
+    /// sampling holds a processor for up to about 5 ms in a kernel built without preemption, where a woken thread
+    /// waits it out: a timer whose thread wakes there is late by that much (RESULTS.md, 2026-12-07, "Why the 1 ms
+    /// timers miss slots here").
     static var runningMemoryMonitors: [Int] {
         let directory = "/sys/kernel/mm/damon/admin/kdamonds"
         let count = (try? String(contentsOfFile: directory + "/nr_kdamonds", encoding: .utf8))

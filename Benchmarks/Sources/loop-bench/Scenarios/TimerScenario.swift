@@ -58,9 +58,10 @@ struct TimerScenario: Scenario {
                     + "time − the latest slot at or before it; 'missed': slots with no fire; 'early': fires before "
                     + "their slot (up to 50 µs, counted as 0).",
                 "'missed, shared': the missed slots that fell in a stall (over a period + 0.5 ms without a fire) "
-                    + "overlapping a stall of another implementation's thread in the same run: a stretch when the "
-                    + "host ran neither thread. The rest fell in a stall of that implementation alone, which the "
-                    + "host may still have caused (a stalled processor stops only the threads that sleep on it).",
+                    + "overlapping a stall of another implementation's thread in the same run: a stretch when neither "
+                    + "thread ran, as when the host stops a processor both sleep on. The rest fell in a stall of that "
+                    + "implementation alone: a thread woken on a processor busy with another (a kernel thread, "
+                    + "another process), or a stop of a processor that no other ticker slept on.",
                 "The ppoll floor sleeps the way a loop that also watches descriptors must: in ppoll on a timerfd armed "
                     + "at each slot. It shows what the wait itself costs over clock_nanosleep; the verdicts use the "
                     + "clock_nanosleep floor.",
