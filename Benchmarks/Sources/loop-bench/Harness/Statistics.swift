@@ -50,29 +50,19 @@ struct Distribution: Sendable {
 struct GridLateness {
     /// Lateness of each fire against the latest slot at or before it, in nanoseconds. A fire up to `earlyAllowance`
     /// before a slot counts for that slot (with lateness 0 and a count in `early`).
-    var lateness: [UInt64] = []
-    /// Slots in `0..<slots` with no fire.
-    var missed = 0
+    private(set) var lateness: [UInt64] = []
     /// Fires for a slot that had already fired (a catch-up burst).
-    var repeated = 0
+    private(set) var repeated = 0
     /// Fires up to `earlyAllowance` before their slot.
-    var early = 0
-    /// The times of the missed slots, ascending.
-    var missedSlotTimes: [UInt64] = []
+    private(set) var early = 0
+    /// The times of the slots in `0..<slots` with no fire, ascending.
+    private(set) var missedSlotTimes: [UInt64] = []
     /// Stretches between two fires (or a run's first slot and its first fire, or its last fire and the end of its
     /// slots) longer than a period and `stallAllowance`: where the ticker's thread did not run when it should have.
-    var stalls: [ClosedRange<UInt64>] = []
+    private(set) var stalls: [ClosedRange<UInt64>] = []
 
-    /// No fires, no slots.
-    init() {}
-
-    /// Adds another run's figures to these.
-    mutating func append(_ other: GridLateness) {
-        self.lateness += other.lateness
-        self.missed += other.missed
-        self.repeated += other.repeated
-        self.early += other.early
-    }
+    /// Slots in `0..<slots` with no fire.
+    var missed: Int { self.missedSlotTimes.count }
 
     /// - Parameters:
     ///   - fires: Monotonic fire times, ascending.
@@ -93,7 +83,7 @@ struct GridLateness {
             let slot = Int((fire &+ earlyAllowance &- first) / period)
             guard slot < slots else { continue }
             if fire &- previous > period &+ stallAllowance { self.stalls.append(previous...fire) }
-            previous = max(previous, fire)
+            previous = fire
             let slotTime = first &+ UInt64(slot) &* period
             if fire < slotTime {
                 self.early += 1
@@ -105,7 +95,6 @@ struct GridLateness {
         }
         if end &- previous > period &+ stallAllowance { self.stalls.append(previous...end) }
         self.missedSlotTimes = seen.indices.lazy.filter { !seen[$0] }.map { first &+ UInt64($0) &* period }
-        self.missed = self.missedSlotTimes.count
     }
 
     /// How many of this ticker's missed slots fell in a stall of its own that overlaps a stall of one of `others`:

@@ -83,12 +83,12 @@ enum System {
     /// timers miss slots here").
     static var runningMemoryMonitors: [Int] {
         let directory = "/sys/kernel/mm/damon/admin/kdamonds"
-        let count = (try? String(contentsOfFile: directory + "/nr_kdamonds", encoding: .utf8))
-            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0
-        return (0..<max(count, 0)).filter { index in
-            let state = try? String(contentsOfFile: "\(directory)/\(index)/state", encoding: .utf8)
-            return state?.trimmingCharacters(in: .whitespacesAndNewlines) == "on"
+        let read = { (name: String) in
+            (try? String(contentsOfFile: "\(directory)/\(name)", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
         }
+        let count = read("nr_kdamonds").flatMap { Int($0) } ?? 0
+        return (0..<max(count, 0)).filter { read("\($0)/state") == "on" }
     }
 
     /// Whether this process may use the real-time class (checked on a throwaway thread).
